@@ -1,0 +1,1 @@
+"""The GPU kernel course harness: build, check, benchmark, roofline, Nsight, exercises, results."""

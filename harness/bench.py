@@ -1,0 +1,131 @@
+"""Time kernels and their baselines in one run, the way METHOD.md asks.
+
+- CUDA events around each call, after warm-up; the median of many calls.
+- The GPU is kept busy ahead of the CPU (a sleep kernel before each batch), so the Python
+  overhead of a launch is not measured as kernel time.
+- Inputs rotate among enough sets to exceed the L2 cache several times, so a memory-bound kernel
+  is timed reading DRAM, not the cache.
+- Every row reports time, TFLOP/s, GB/s (against the fewest bytes the problem must move),
+  % of the baseline measured in the same run, and % of this GPU's roofline.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+import torch
+
+from . import roofline
+
+
+@dataclass
+class Timing:
+    median_us: float
+    p10_us: float
+    p90_us: float
+    calls: int
+
+
+_cycles_per_us: float | None = None
+
+
+def _sleep_us(us: float):
+    """Occupy the GPU for about `us` microseconds (so the CPU can queue work ahead of it)."""
+    global _cycles_per_us
+    if _cycles_per_us is None:
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(1000)
+        s.record()
+        torch.cuda._sleep(1_000_000)
+        e.record()
+        e.synchronize()
+        _cycles_per_us = 1_000_000 / max(s.elapsed_time(e) * 1000, 1e-3)
+    torch.cuda._sleep(int(us * _cycles_per_us))
+
+
+def time_fn(fn, arg_sets, *, warmup: int = 10, reps: int = 100, batch: int = 20, max_ms: float = 2000) -> Timing:
+    """Median time of fn(*arg_sets[i % len(arg_sets)]) over `reps` calls."""
+    if not arg_sets:
+        raise ValueError("time_fn needs at least one argument set")
+    fn(*arg_sets[0])  # first call: module load, lazy init
+    torch.cuda.synchronize()
+    # One timed call, to size the warm-up and the repetitions within the time budget.
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    fn(*arg_sets[0])
+    e.record()
+    e.synchronize()
+    est_ms = max(s.elapsed_time(e), 1e-3)
+    for i in range(max(1, min(warmup, int(0.1 * max_ms / est_ms)))):
+        fn(*arg_sets[i % len(arg_sets)])
+    torch.cuda.synchronize()
+    reps = max(5, min(reps, int(max_ms / est_ms)))
+    times, i = [], 0
+    while len(times) < reps:
+        n = min(batch, reps - len(times))
+        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+        _sleep_us(min(50 * n + 20, 5000))  # ~50 us of Python per launch, queued while the GPU sleeps
+        for a, b in ev:
+            args = arg_sets[i % len(arg_sets)]
+            i += 1
+            a.record()
+            fn(*args)
+            b.record()
+        torch.cuda.synchronize()
+        times += [a.elapsed_time(b) * 1000 for a, b in ev]
+    times.sort()
+    q = lambda f: times[min(len(times) - 1, int(f * len(times)))]
+    return Timing(statistics.median(times), q(0.1), q(0.9), len(times))
+
+
+def input_sets(problem, shape, *, l2_multiple: float = 3.0, max_sets: int = 32, max_bytes: float = 8e9):
+    """Enough fresh input sets that one pass over them exceeds `l2_multiple` × the L2 size."""
+    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 * 2**20)
+    per = max(problem.bytes(shape), 1)
+    n = max(1, min(max_sets, math.ceil(l2_multiple * l2 / per), int(max_bytes // per) or 1))
+    gen = torch.Generator(device="cuda").manual_seed(1234)
+    return [problem.make_inputs(shape, gen) for _ in range(n)]
+
+
+def compare(problem, ops: dict, shapes, *, baseline: str | None = None, ceilings: dict | None = None,
+            reps: int = 100, verbose: bool = True) -> list[dict]:
+    """Time every op on every shape in one run. `ops` maps a label to a callable op(*inputs).
+    Returns rows; prints a table when verbose."""
+    baseline = baseline if baseline is not None else next(iter(ops))
+    ceilings = ceilings or roofline.ceilings()
+    rows = []
+    for shape in shapes:
+        sets = input_sets(problem, shape)
+        base_us = None
+        timed = {label: time_fn(op, sets, reps=reps) for label, op in ops.items()}
+        base_us = timed[baseline].median_us if baseline in timed else None
+        for label, t in timed.items():
+            fl, by = problem.flops(shape), problem.bytes(shape)
+            floor_us = roofline.floor_us(fl, by, ceilings, getattr(problem, "ceiling", "fp32"))
+            rows.append(dict(
+                op=label, shape=list(shape), desc=problem.describe(shape), us=round(t.median_us, 2),
+                p10_us=round(t.p10_us, 2), p90_us=round(t.p90_us, 2),
+                tflops=round(fl / t.median_us / 1e6, 3), gbs=round(by / t.median_us / 1e3, 1),
+                pct_baseline=round(100 * base_us / t.median_us, 1) if base_us else None,
+                pct_roofline=round(100 * floor_us / t.median_us, 1) if floor_us else None,
+                baseline=baseline, sets=len(sets)))
+        if verbose:
+            print(table([r for r in rows if r["shape"] == list(shape)]))
+            print()
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    """A fixed-width table of benchmark rows (the format of the README's ladders)."""
+    if not rows:
+        return "(no rows)"
+    base = rows[0].get("baseline", "baseline")
+    head = f"{'kernel':<28} {'shape':<22} {'time µs':>10} {'TFLOP/s':>9} {'GB/s':>8} {'% ' + base:>{max(9, len(base) + 2)}} {'% roofline':>10}"
+    out = [head, "-" * len(head)]
+    for r in rows:
+        pb = "" if r.get("pct_baseline") is None else f"{r['pct_baseline']:.1f}"
+        pr = "" if r.get("pct_roofline") is None else f"{r['pct_roofline']:.1f}"
+        out.append(f"{r['op']:<28} {r['desc']:<22} {r['us']:>10.2f} {r['tflops']:>9.2f} {r['gbs']:>8.0f} "
+                   f"{pb:>{max(9, len(base) + 2)}} {pr:>10}")
+    return "\n".join(out)

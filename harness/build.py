@@ -1,0 +1,485 @@
+"""Compile a lesson's CUDA file with torch's load_inline, fast, cached, with readable errors.
+
+Why it is fast: torch's default extension includes <torch/extension.h> in every translation unit,
+which costs about a minute on a 2-core machine. Here the .cu file includes only CUDA headers and
+exposes plain C launchers that take raw pointers; a tiny generated pybind11 binding calls them.
+Cold builds take seconds, and a build whose inputs did not change is reused without running ninja.
+
+A kernel file marks each launcher it exports with EXPORT (defined as `extern "C"` in the file):
+
+    EXPORT void gemm_naive(const float* x, const float* W, float* y, int M, int N, int K,
+                           cudaStream_t stream);
+
+`load()` parses those declarations and returns a module whose functions check their arguments
+(a `const float*` must be a contiguous float32 CUDA tensor, and so on), pass the current CUDA
+stream for a trailing `cudaStream_t`, and raise if the launch failed.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import toolchain
+
+ROOT = Path(os.environ.get("COURSE_ROOT", Path(__file__).resolve().parent.parent))
+BUILD_VERSION = "1"  # bump when the generated binding or flags change, to invalidate caches
+KEEP_BUILDS = 8  # cached builds kept per kernel file; older ones are removed
+CUDA_FLAGS = ["-O3", "-lineinfo", "-Xptxas=-v"]
+
+
+def _show(p: Path) -> str:
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
+
+
+class BuildError(RuntimeError):
+    """The kernel file could not be found, parsed or bound."""
+
+
+class CompileError(BuildError):
+    """nvcc or the C++ compiler rejected the source. The message holds only the compiler's
+    diagnostics, pointing at the learner's own file, and the offending lines."""
+
+
+class NoGPUError(RuntimeError):
+    pass
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("COURSE_CACHE", Path.home() / ".cache" / "gpu-kernel-course"))
+
+
+def use_solutions() -> bool:
+    """COURSE_SOLUTIONS=1 makes every load() take solutions/ (CI, classroom demos)."""
+    return os.environ.get("COURSE_SOLUTIONS", "") not in ("", "0")
+
+
+# ----------------------------------------------------------------------------------------------
+# Finding files
+
+def lesson_dir(lesson: int | str, solution: bool) -> Path:
+    num = f"{int(lesson):02d}"
+    base = ROOT / ("solutions" if solution else "kernels")
+    hits = sorted(base.glob(f"{num}_*"))
+    if not hits:
+        raise BuildError(f"no folder for lesson {num} under {base}")
+    return hits[0]
+
+
+def source_path(lesson: int | str, name: str | None = None, solution: bool = False) -> Path:
+    d = lesson_dir(lesson, solution)
+    if name is None:
+        cus = sorted(d.glob("*.cu"))
+        if len(cus) != 1:
+            raise BuildError(f"{d} holds {len(cus)} .cu files; name one: {[p.stem for p in cus]}")
+        return cus[0]
+    p = d / (name if name.endswith(".cu") else name + ".cu")
+    if not p.exists():
+        raise BuildError(f"{p} does not exist; files there: {[q.name for q in d.glob('*.cu')]}")
+    return p
+
+
+# ----------------------------------------------------------------------------------------------
+# Parsing EXPORT declarations
+
+_DTYPES = {  # pointer base type -> torch dtype name
+    "float": "float32", "double": "float64", "__half": "float16", "half": "float16",
+    "__nv_bfloat16": "bfloat16", "nv_bfloat16": "bfloat16",
+    "int8_t": "int8", "signed char": "int8", "char": "int8", "uint8_t": "uint8", "unsigned char": "uint8",
+    "int16_t": "int16", "short": "int16", "int": "int32", "int32_t": "int32", "uint32_t": "int32",
+    "unsigned": "int32", "unsigned int": "int32", "int64_t": "int64", "long long": "int64",
+    "void": None,  # any dtype
+}
+_INTS = {"int", "int32_t", "unsigned", "unsigned int", "uint32_t", "int64_t", "long long", "size_t", "long"}
+_FLOATS = {"float", "double"}
+_EXPORT_RE = re.compile(r"^\s*EXPORT\s+void\s+(\w+)\s*\(([^)]*)\)", re.M | re.S)
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: str  # "ptr", "int", "float", "stream"
+    ctype: str  # as written, e.g. "const float*"
+    dtype: str | None = None  # torch dtype name for pointers (None: any)
+    const: bool = False
+
+
+@dataclass(frozen=True)
+class Export:
+    name: str
+    params: tuple[Param, ...]
+    line: int
+
+    @property
+    def signature(self) -> str:
+        return f"{self.name}({', '.join(p.ctype + ' ' + p.name for p in self.params)})"
+
+
+def parse_exports(src: str, filename: str = "<source>") -> list[Export]:
+    exports = []
+    for m in _EXPORT_RE.finditer(src):
+        line = src.count("\n", 0, m.start()) + 1
+        params = []
+        raw = m.group(2).strip()
+        for i, p in enumerate([] if raw in ("", "void") else raw.split(",")):
+            p = " ".join(p.replace("__restrict__", "").split())
+            pm = re.match(r"^(.*?)(\w+)$", p)
+            if not pm or not pm.group(1).strip():
+                raise BuildError(f"{filename}:{line}: cannot read parameter {i + 1} of {m.group(1)}: '{p}' "
+                                 "(write `type name`, e.g. `const float* x`)")
+            ctype, pname = pm.group(1).strip(), pm.group(2)
+            const = ctype.startswith("const ")
+            base = ctype.removeprefix("const ").replace("*", "").strip()
+            if ctype.count("*") > 1 or "&" in ctype or "[" in ctype:
+                raise BuildError(f"{filename}:{line}: {m.group(1)}: cannot bind parameter '{p}': use pointers, "
+                                 "int, int64_t, float or a trailing cudaStream_t")
+            if ctype.count("*") == 1:
+                if base not in _DTYPES:
+                    raise BuildError(f"{filename}:{line}: {m.group(1)}: pointer type '{ctype}' of '{pname}' "
+                                     f"is not one the harness can bind ({', '.join(sorted(_DTYPES))})")
+                params.append(Param(pname, "ptr", ctype, _DTYPES[base], const))
+            elif ctype == "cudaStream_t":
+                params.append(Param(pname, "stream", ctype))
+            elif base in _INTS:
+                params.append(Param(pname, "int", ctype))
+            elif base in _FLOATS:
+                params.append(Param(pname, "float", ctype))
+            else:
+                raise BuildError(f"{filename}:{line}: {m.group(1)}: cannot bind parameter '{p}': use pointers, "
+                                 "int, int64_t, float or a trailing cudaStream_t")
+        if any(p.kind == "stream" for p in params[:-1]):
+            raise BuildError(f"{filename}:{line}: {m.group(1)}: cudaStream_t must be the last parameter")
+        exports.append(Export(m.group(1), tuple(params), line))
+    return exports
+
+
+def _binding(exports: list[Export]) -> str:
+    c_type = {"ptr": "void*", "int": "long long", "float": "double", "stream": "void*"}
+    lines = [
+        "#include <pybind11/pybind11.h>",
+        "#include <cstdint>",
+        "#include <stdexcept>",
+        "#include <string>",
+        "#include <cuda_runtime.h>",
+        "static void check_launch(const char* name, bool sync) {",
+        "  cudaError_t e = cudaGetLastError();",
+        "  if (e == cudaSuccess && sync) e = cudaDeviceSynchronize();",
+        "  if (e != cudaSuccess) throw std::runtime_error(std::string(name) + \": CUDA error \" +",
+        "      cudaGetErrorName(e) + \": \" + cudaGetErrorString(e));",
+        "}",
+    ]
+    for ex in exports:
+        # C linkage: the prototype here need only agree on the ABI (every pointer is a pointer).
+        ctypes = []
+        for p in ex.params:
+            if p.kind == "ptr" or p.kind == "stream":
+                ctypes.append("void*")
+            elif p.kind == "int":
+                ctypes.append("long long" if p.ctype in ("int64_t", "long long", "size_t", "long") else "int")
+            else:
+                ctypes.append(p.ctype)
+        lines.append(f'extern "C" void {ex.name}({", ".join(ctypes)});')
+    lines.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
+    for ex in exports:
+        args = ", ".join(f"{c_type[p.kind] if p.kind != 'ptr' and p.kind != 'stream' else 'std::uintptr_t'} a{i}"
+                         for i, p in enumerate(ex.params))
+        casts = []
+        for i, p in enumerate(ex.params):
+            if p.kind in ("ptr", "stream"):
+                casts.append(f"reinterpret_cast<void*>(a{i})")
+            elif p.kind == "int":
+                casts.append(f"({'long long' if p.ctype in ('int64_t', 'long long', 'size_t', 'long') else 'int'})a{i}")
+            else:
+                casts.append(f"({p.ctype})a{i}")
+        sep = ", " if args else ""
+        lines.append(f'  m.def("{ex.name}", []({args}{sep}bool sync) {{ {ex.name}({", ".join(casts)}); '
+                     f'check_launch("{ex.name}", sync); }});')
+    lines.append("}")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------
+# The Python side of a launcher
+
+class KernelFunction:
+    """Calls one EXPORT launcher after checking every argument against its C declaration."""
+
+    def __init__(self, export: Export, raw, module: "KernelModule"):
+        self.export, self._raw, self._module = export, raw, module
+        self.__name__ = export.name
+        self.__doc__ = f"{export.signature}\n(from {module.path})"
+
+    def __repr__(self):
+        return f"<kernel launcher {self.export.signature} from {self._module.path.name}>"
+
+    def __call__(self, *args):
+        import torch
+
+        ex = self.export
+        params = ex.params[:-1] if ex.params and ex.params[-1].kind == "stream" else ex.params
+        if len(args) != len(params):
+            raise TypeError(f"{ex.name}() takes {len(params)} arguments ({', '.join(p.name for p in params)}), "
+                            f"got {len(args)}. Declaration: {ex.signature}")
+        conv, device = [], None
+        for p, a in zip(params, args):
+            where = f"{ex.name}(): argument '{p.name}' ({p.ctype})"
+            if p.kind == "ptr":
+                if not isinstance(a, torch.Tensor):
+                    raise TypeError(f"{where} must be a torch.Tensor, got {type(a).__name__}")
+                want = getattr(torch, p.dtype) if p.dtype else None
+                if want is not None and a.dtype != want:
+                    raise TypeError(f"{where} must be a {want} tensor, got {a.dtype}")
+                if not a.is_contiguous():
+                    raise ValueError(f"{where} must be contiguous (shape {tuple(a.shape)}, strides {a.stride()}); "
+                                     "call .contiguous() first")
+                if a.device.type != "cuda":
+                    raise ValueError(f"{where} must be on a CUDA device, got a tensor on {a.device}; use .cuda()")
+                if device is None:
+                    device = a.device
+                elif a.device != device:
+                    raise ValueError(f"{where} is on {a.device} but earlier arguments are on {device}")
+                if not p.const and a.numel() > 0 and torch._debug_has_internal_overlap(a) == 1:
+                    raise ValueError(f"{where} is written by the kernel, so it must not be an expanded view")
+                conv.append(a.data_ptr())
+            elif p.kind == "int":
+                if isinstance(a, bool) or not isinstance(a, int):
+                    raise TypeError(f"{where} must be an int, got {type(a).__name__}")
+                lim = 2**63 if p.ctype in ("int64_t", "long long", "size_t", "long") else 2**31
+                lo = 0 if p.ctype in ("unsigned", "unsigned int", "uint32_t", "size_t") else -lim
+                if not lo <= a < lim:
+                    raise OverflowError(f"{where} = {a} does not fit in {p.ctype}")
+                conv.append(a)
+            else:
+                if not isinstance(a, (int, float)):
+                    raise TypeError(f"{where} must be a number, got {type(a).__name__}")
+                conv.append(float(a))
+        if not toolchain.gpu_available():
+            raise NoGPUError(f"launching {ex.name} needs a CUDA GPU, and this machine has none "
+                             "(the kernel compiled; only running it needs the GPU).")
+        self._module._check_capability()
+        if ex.params and ex.params[-1].kind == "stream":
+            dev = device if device is not None else torch.device("cuda", torch.cuda.current_device())
+            conv.append(torch.cuda.current_stream(dev).cuda_stream)
+        sync = os.environ.get("COURSE_SYNC", "") not in ("", "0")
+        with torch.cuda.device(device) if device is not None else contextlib.nullcontext():
+            self._raw(*conv, sync)
+
+
+class KernelModule:
+    """A compiled kernel file: its EXPORT launchers as attributes, plus build facts."""
+
+    def __init__(self, path: Path, solution: bool, exports: list[Export], ext, build_dir: Path,
+                 seconds: float, cached: bool, min_capability: float):
+        self.path, self.solution, self.exports = path, solution, exports
+        self.build_dir, self.build_seconds, self.cached = build_dir, seconds, cached
+        self.min_capability, self._ext = min_capability, ext
+        for ex in exports:
+            setattr(self, ex.name, KernelFunction(ex, getattr(ext, ex.name), self))
+
+    def __repr__(self):
+        how = "cached" if self.cached else f"compiled in {self.build_seconds:.1f} s"
+        names = ", ".join(e.name for e in self.exports)
+        return f"<{'solution' if self.solution else 'exercise'} {_show(self.path)} ({how}): {names}>"
+
+    def _check_capability(self):
+        import torch
+        major, minor = torch.cuda.get_device_capability()
+        if major + minor / 10 < self.min_capability:
+            raise RuntimeError(f"{self.path.name} needs compute capability {self.min_capability} or newer; "
+                               f"this GPU ({torch.cuda.get_device_name()}) is sm_{major}{minor}")
+
+    def resources(self) -> dict:
+        """Registers, spills and shared memory per kernel and arch, from ptxas -v (the build log)."""
+        log = self.build_dir / "build.log"
+        return parse_ptxas(log.read_text(errors="replace")) if log.exists() else {}
+
+
+# ----------------------------------------------------------------------------------------------
+# Building
+
+def _demangle(names: list[str]) -> dict[str, str]:
+    tool = shutil.which("c++filt")
+    if not tool or not names:
+        return {n: n for n in names}
+    out = subprocess.run([tool], input="\n".join(names), capture_output=True, text=True).stdout.splitlines()
+    return dict(zip(names, out)) if len(out) == len(names) else {n: n for n in names}
+
+
+def parse_ptxas(log: str) -> dict:
+    """{kernel: {arch: {registers, spill_stores, spill_loads, stack, smem}}} from ptxas -v output."""
+    res: dict = {}
+    cur = None
+    for line in log.splitlines():
+        m = re.search(r"Compiling entry function '(\w+)' for '(sm_\w+)'", line)
+        if m:
+            cur = res.setdefault(m.group(1), {}).setdefault(m.group(2), {})
+            continue
+        if cur is None:
+            continue
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m:
+            cur.update(stack=int(m.group(1)), spill_stores=int(m.group(2)), spill_loads=int(m.group(3)))
+        m = re.search(r"Used (\d+) registers", line)
+        if m:
+            cur["registers"] = int(m.group(1))
+            sm = re.search(r"(\d+) bytes smem", line)
+            cur["smem"] = int(sm.group(1)) if sm else 0
+    names = _demangle(list(res))
+    return {names[k].split("(")[0].removeprefix("void "): v for k, v in res.items()}
+
+
+_NOISE = re.compile(r"^(\[\d+/\d+\]|FAILED:|ninja: |Error building extension|subprocess\.|\s*$)")
+
+
+def clean_compiler_output(text: str, src_path: Path) -> str:
+    """Keep the compiler's diagnostics; drop ninja's progress lines and the long command lines."""
+    keep = []
+    for line in text.splitlines():
+        if _NOISE.match(line) or "ptxas info" in line or "detected in the compilation of" in line or re.match(r"^\s+\d+ bytes stack frame", line):
+            continue
+        if len(line) > 400 and (" -c " in line or "nvcc" in line or "c++" in line):  # a command line
+            continue
+        if line.startswith(("W1", "I1", "Emitting ninja", "Building extension", "Allowing ninja",
+                            "Using envvar", "Detected CUDA", "The input conditions")):
+            continue
+        keep.append(line)
+    out = "\n".join(keep).strip()
+    # Show the first offending line of the learner's file with its neighbours.
+    m = re.search(re.escape(str(src_path)) + r"\((\d+)\)|" + re.escape(str(src_path)) + r":(\d+):", out)
+    if m:
+        n = int(m.group(1) or m.group(2))
+        src = src_path.read_text().splitlines()
+        lo, hi = max(1, n - 2), min(len(src), n + 2)
+        snippet = "\n".join(f"{'>>' if i == n else '  '} {i:4d} | {src[i - 1]}" for i in range(lo, hi + 1))
+        out += f"\n\n{_show(src_path)}, line {n}:\n{snippet}"
+    return out
+
+
+@contextlib.contextmanager
+def _capture_fds(path: Path):
+    """Send this process's stdout/stderr (the C level, where ninja writes) to a file."""
+    sys.stdout.flush(), sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(path, "w") as f:
+        os.dup2(f.fileno(), 1), os.dup2(f.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush(), sys.stderr.flush()
+            os.dup2(saved[0], 1), os.dup2(saved[1], 2)
+            os.close(saved[0]), os.close(saved[1])
+
+
+def _cudart_link_dir(tc: toolchain.Toolchain) -> Path | None:
+    """pip's CUDA ships libcudart.so.13 but no libcudart.so, which `-lcudart` needs: add a link."""
+    if (tc.lib_dir / "libcudart.so").exists():
+        return None
+    real = sorted(tc.lib_dir.glob("libcudart.so.*"))
+    if not real:
+        return None
+    d = cache_root() / "linkdir" / hashlib.sha1(str(real[0]).encode()).hexdigest()[:10]
+    d.mkdir(parents=True, exist_ok=True)
+    link = d / "libcudart.so"
+    if not link.exists():
+        tmp = d / f".tmp{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(real[0])
+        tmp.rename(link)
+    return d
+
+
+def _prune(parent: Path, prefix: str, keep: Path):
+    olds = sorted((p for p in parent.glob(prefix + "*") if p.is_dir() and p != keep),
+                  key=lambda p: p.stat().st_mtime, reverse=True)
+    for p in olds[KEEP_BUILDS - 1:]:
+        shutil.rmtree(p, ignore_errors=True)
+
+
+def _import_so(name: str, so: Path):
+    spec = importlib.util.spec_from_file_location(name, so)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def load(lesson: int | str, name: str | None = None, *, solution: bool | None = None,
+         extra_cuda_flags: list[str] | None = None, verbose: bool = False) -> KernelModule:
+    """Compile (or reuse) lesson `lesson`'s kernel file `name` and return its launchers.
+
+    solution=None follows COURSE_SOLUTIONS; True takes solutions/, False your kernels/ file.
+    Loading a solution reads solutions/ only: your exercise file is never touched.
+    """
+    solution = use_solutions() if solution is None else solution
+    path = source_path(lesson, name, solution)
+    return load_file(path, solution=solution, extra_cuda_flags=extra_cuda_flags, verbose=verbose)
+
+
+def load_file(path: Path, *, solution: bool = False, extra_cuda_flags: list[str] | None = None,
+              verbose: bool = False) -> KernelModule:
+    path = Path(path).resolve()
+    text = path.read_text()
+    exports = parse_exports(text, str(path))
+    if not exports:
+        raise BuildError(f"{path} declares no EXPORT launchers (write `EXPORT void name(...)`)")
+    m = re.search(r"REQUIRES:\s*sm_(\d)(\d)", text)
+    min_cap = int(m.group(1)) + int(m.group(2)) / 10 if m else 8.0
+
+    tc = toolchain.find()  # also exports CUDA_HOME before torch.utils.cpp_extension is imported
+    import torch
+
+    archs = toolchain.arch_list()
+    flags = CUDA_FLAGS + list(extra_cuda_flags or [])
+    cuda_src = f'#line 1 "{path}"\n{text}'
+    cpp_src = _binding(exports)
+    key = hashlib.sha256("\0".join([BUILD_VERSION, cuda_src, cpp_src, " ".join(flags), ";".join(archs),
+                                    torch.__version__, tc.nvcc_version, str(tc.cuda_home)]).encode()).hexdigest()
+    kind = "sol" if solution else "ex"
+    stem = re.sub(r"\W", "_", f"l{path.parent.name[:2]}_{path.stem}_{kind}")
+    modname = f"{stem}_{key[:12]}"
+    bdir = cache_root() / "build" / modname
+    so = bdir / f"{modname}.so"
+    t0 = time.perf_counter()
+    if so.exists():
+        ext = sys.modules.get(modname) or _import_so(modname, so)
+        os.utime(bdir)
+        return KernelModule(path, solution, exports, ext, bdir, time.perf_counter() - t0, True, min_cap)
+
+    from torch.utils import cpp_extension
+
+    bdir.mkdir(parents=True, exist_ok=True)
+    ldflags = []
+    link_dir = _cudart_link_dir(tc)
+    if link_dir:
+        ldflags.append(f"-L{link_dir}")
+    old_arch = os.environ.get("TORCH_CUDA_ARCH_LIST")
+    os.environ["TORCH_CUDA_ARCH_LIST"] = ";".join(archs)
+    log = bdir / "build.log"
+    try:
+        with _capture_fds(log):
+            ext = cpp_extension.load_inline(
+                modname, cpp_sources=cpp_src, cuda_sources=cuda_src, no_implicit_headers=True,
+                build_directory=str(bdir), extra_cuda_cflags=flags, extra_cflags=["-O2"],
+                extra_ldflags=ldflags, with_cuda=True, verbose=True, keep_intermediates=True)
+    except (RuntimeError, subprocess.CalledProcessError) as e:
+        raw = log.read_text(errors="replace") + "\n" + str(e)
+        shutil.rmtree(bdir, ignore_errors=True)
+        raise CompileError(f"{path.name} did not compile:\n\n" + clean_compiler_output(raw, path)) from None
+    finally:
+        if old_arch is None:
+            os.environ.pop("TORCH_CUDA_ARCH_LIST", None)
+        else:
+            os.environ["TORCH_CUDA_ARCH_LIST"] = old_arch
+    if verbose:
+        print(log.read_text())
+    _prune(bdir.parent, stem + "_", bdir)
+    return KernelModule(path, solution, exports, ext, bdir, time.perf_counter() - t0, False, min_cap)

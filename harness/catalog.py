@@ -1,0 +1,41 @@
+"""What each lesson's kernel files export, which problem each launcher solves, and its exercises.
+Tests, the ladder runner and the notebooks all read this one table."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .problems import Linear, ScaleAdd
+
+
+@dataclass(frozen=True)
+class Kernel:
+    lesson: int
+    file: str  # stem of the .cu file in kernels/NN_*/ and solutions/NN_*/
+    launcher: str  # the EXPORT function
+    problem: object
+    exercises: tuple[str, ...]  # exercise ids this launcher needs
+    label: str  # how tables name it
+
+
+FP32 = Linear()
+
+KERNELS = [
+    Kernel(0, "scale_add", "scale_add", ScaleAdd(), ("00.a",), "scale_add"),
+    Kernel(1, "naive_gemm", "gemm_naive", FP32, ("01.a",), "01 naive (thread/output)"),
+    Kernel(1, "naive_gemm", "gemm_coalesced", FP32, ("01.b",), "01 coalesced (warp/output)"),
+    Kernel(2, "tiled_gemm", "gemm_tiled_conflicts", FP32, ("02.a",), "02 smem tiled, bank conflicts"),
+    Kernel(2, "tiled_gemm", "gemm_tiled", FP32, ("02.a",), "02 smem tiled, padded"),
+    Kernel(3, "regtile_gemm", "gemm_regtile", FP32, ("03.a",), "03 8x8 register tile, float4"),
+    Kernel(3, "regtile_gemm", "gemm_regtile_db", FP32, ("03.a",), "03 + double buffering"),
+]
+
+
+def kernels(lesson: int | None = None) -> list[Kernel]:
+    return [k for k in KERNELS if lesson is None or k.lesson == int(lesson)]
+
+
+def op(k: Kernel, solution: bool | None = None):
+    """Compile (or reuse) the kernel's file and return its launcher bound to its problem."""
+    from . import build
+    mod = build.load(k.lesson, k.file, solution=solution)
+    return k.problem.bind(getattr(mod, k.launcher), k.label)

@@ -1,0 +1,181 @@
+"""Profile one kernel of a lesson with Nsight Compute (ncu) and read back the few metrics that matter.
+
+The profiled program is a small generated script: your setup code, then the code to profile inside
+an NVTX range, so ncu sees only those launches (`--nvtx --nvtx-include profile/`) of the kernel you
+name (`--kernel-name regex:`). `--clock-control none` keeps the GPU's normal clocks so the durations
+ncu reports are comparable with CUDA-event timings.
+
+Where ncu or its hardware counters are not available (no GPU, a container without profiling
+permission), `profile()` says why and returns the report recorded on the H100 and shipped with the
+course (results/ncu/*.csv), so every Nsight exercise can still be worked.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import build, toolchain
+
+RECORDED = build.ROOT / "results" / "ncu"
+LOCAL = build.ROOT / "build" / "ncu"
+
+
+# Columns ncu adds to every raw-page row: device and launch attributes, not measurements.
+_ATTRIBUTES = ("device__", "c2clink__", "nvlink__", "numa__", "profiler__", "pmsampling", "launch__",
+               "sm__maximum", "smsp__maximum", "dram__bytes_per")
+
+
+class NsightUnavailable(RuntimeError):
+    pass
+
+
+@dataclass
+class Profile:
+    """Metrics of each profiled kernel launch: rows of {metric name: value}."""
+    name: str
+    rows: list[dict]
+    units: dict
+    source: str  # "measured now" or "recorded on <GPU> (file)"
+    csv_path: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def value(self, metric: str, kernel: str | None = None, launch: int = 0) -> float:
+        rows = [r for r in self.rows if kernel is None or kernel in r.get("Kernel Name", "")]
+        if not rows:
+            raise KeyError(f"no profiled launch of a kernel matching {kernel!r} in {self.name}")
+        if metric not in rows[launch]:
+            raise KeyError(f"metric {metric} was not collected; have: {sorted(k for k in rows[launch] if '__' in k)}")
+        return _num(rows[launch][metric])
+
+    def per_kernel(self, metric: str, per: str | None = None) -> dict:
+        """{kernel name: metric value} (or metric ÷ `per`, e.g. sectors per request), one per launch."""
+        out = {}
+        for r in self.rows:
+            name = r.get("Kernel Name", "?").split("(")[0].removeprefix("void ")
+            v = _num(r.get(metric))
+            out[name] = v / _num(r.get(per)) if per else v
+        return out
+
+    def table(self, metrics: list[str] | None = None) -> str:
+        ms = metrics or sorted({k for r in self.rows for k in r if "__" in k and not k.startswith(_ATTRIBUTES)
+                                and not re.search(r"\.(avg|min|max)(\.|$)", k)})
+        out = [f"{self.name}: {self.source}"]
+        for r in self.rows:
+            out.append(f"  kernel {r.get('Kernel Name', '?')[:70]}")
+            for m in ms:
+                if m in r:
+                    out.append(f"    {m:<72} {r[m]:>14} {self.units.get(m, '')}")
+        return "\n".join(out + [f"  note: {n}" for n in self.notes])
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(self.table())
+
+    def __str__(self):
+        return self.table()
+
+
+def _num(v) -> float:
+    try:
+        return float(str(v).replace(",", ""))
+    except ValueError:
+        return float("nan")
+
+
+def ncu_path() -> str | None:
+    found = shutil.which("ncu")
+    if found:
+        return found
+    for cand in sorted(Path("/opt/nvidia").glob("nsight-compute/*/ncu")) + [Path("/usr/local/cuda/bin/ncu")]:
+        if cand.exists():
+            return str(cand)
+    return None
+
+
+def parse_raw_csv(text: str) -> tuple[list[dict], dict]:
+    """ncu --csv --page raw: a header row, a units row, then one row per profiled launch."""
+    lines = [l for l in text.splitlines() if l.startswith('"')]
+    if len(lines) < 2:
+        return [], {}
+    rd = list(csv.reader(io.StringIO("\n".join(lines))))
+    head, units, data = rd[0], rd[1], rd[2:]
+    return [dict(zip(head, r)) for r in data], dict(zip(head, units))
+
+
+def _script(setup: str, run: str, solution: bool) -> str:
+    return "\n".join([
+        "import os, torch",
+        f"os.environ.setdefault('COURSE_SOLUTIONS', '{1 if solution else 0}')",
+        textwrap.dedent(setup),
+        "torch.cuda.synchronize()",
+        "torch.cuda.nvtx.range_push('profile')",
+        textwrap.dedent(run),
+        "torch.cuda.synchronize()",
+        "torch.cuda.nvtx.range_pop()",
+    ])
+
+
+def profile(lesson: int | str, name: str, *, setup: str, run: str, kernel: str, metrics: list[str],
+            solution: bool | None = None, launch_count: int = 3, timeout: int = 600) -> Profile:
+    """Profile launches of kernels matching `kernel` (a regex) made by `run`, collecting `metrics`.
+    Falls back to the recorded report when ncu cannot run here."""
+    solution = build.use_solutions() if solution is None else solution
+    stem = f"{int(lesson):02d}_{name}"
+    why = None
+    ncu = ncu_path()
+    if not toolchain.gpu_available():
+        why = toolchain.NO_GPU_REASON
+    elif ncu is None:
+        why = "ncu (Nsight Compute) is not installed or not on PATH"
+    if why is None:
+        LOCAL.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+            f.write(_script(setup, run, solution))
+        rep = LOCAL / f"{stem}.ncu-rep"
+        cmd = [ncu, "--nvtx", "--nvtx-include", "profile/", "--kernel-name", f"regex:{kernel}",
+               "--launch-count", str(launch_count), "--clock-control", "none", "--metrics", ",".join(metrics),
+               "--force-overwrite", "--export", str(rep), "--csv", "--page", "raw", sys.executable, f.name]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(build.ROOT), os.environ.get("PYTHONPATH", "")]))
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        os.unlink(f.name)
+        rows, units = parse_raw_csv(p.stdout)
+        if p.returncode == 0 and rows:
+            out = LOCAL / f"{stem}.csv"
+            out.write_text(p.stdout[p.stdout.index('"'):])
+            if os.environ.get("COURSE_RECORD", "") not in ("", "0"):
+                RECORDED.mkdir(parents=True, exist_ok=True)
+                (RECORDED / f"{stem}.csv").write_text(out.read_text())
+            return Profile(stem, rows, units, f"measured now on {toolchain.describe()['gpu']}", out)
+        err = (p.stderr + p.stdout).strip().splitlines()
+        why = "ncu failed: " + " | ".join(l for l in err if "ERR" in l or "rror" in l or "==PROF==" in l)[:600] \
+            if err else f"ncu exited {p.returncode} and profiled no kernel matching {kernel!r}"
+    prof = load_recorded(lesson, name)
+    prof.notes.append(f"not measured here ({why}); showing the recorded report")
+    return prof
+
+
+def latest(lesson: int | str, name: str) -> Profile:
+    """Your own most recent profile of this exercise if there is one, else the recorded H100 one."""
+    stem = f"{int(lesson):02d}_{name}"
+    f = LOCAL / f"{stem}.csv"
+    if f.exists():
+        rows, units = parse_raw_csv(f.read_text())
+        return Profile(stem, rows, units, f"your profile ({f.relative_to(build.ROOT)})", f)
+    return load_recorded(lesson, name)
+
+
+def load_recorded(lesson: int | str, name: str) -> Profile:
+    stem = f"{int(lesson):02d}_{name}"
+    f = RECORDED / f"{stem}.csv"
+    if not f.exists():
+        raise NsightUnavailable(f"no recorded Nsight report {f.relative_to(build.ROOT)}")
+    rows, units = parse_raw_csv(f.read_text())
+    return Profile(stem, rows, units, f"recorded on the reference H100 ({f.relative_to(build.ROOT)})", f)

@@ -1,0 +1,152 @@
+"""Machine-readable results, one file per lesson, written by the benchmark code itself.
+
+Every measured row is stored with the GPU, driver, torch and nvcc versions and the date, so no
+number in a notebook or the README is typed by hand: `python -m harness.results readme` rebuilds
+the README's tables from these files.
+
+Where results go: `build/results/` by default (your own runs); `results/` (the recorded reference
+runs shipped with the course) only when COURSE_RECORD=1, so a learner's run never overwrites them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+from . import build, toolchain
+
+RECORDED = build.ROOT / "results"
+LOCAL = build.ROOT / "build" / "results"
+
+
+def _dir(recorded: bool | None = None) -> Path:
+    if recorded is None:
+        recorded = os.environ.get("COURSE_RECORD", "") not in ("", "0")
+    return RECORDED if recorded else LOCAL
+
+
+def _file(lesson: int | str, d: Path) -> Path:
+    return d / f"{int(lesson):02d}.json"
+
+
+def record(lesson: int | str, section: str, rows: list[dict], **extra) -> Path:
+    """Store `rows` as `section` of lesson `lesson`'s results (other sections are kept)."""
+    d = _dir()
+    d.mkdir(parents=True, exist_ok=True)
+    f = _file(lesson, d)
+    data = json.loads(f.read_text()) if f.exists() else {"lesson": f"{int(lesson):02d}", "sections": {}}
+    data["sections"][section] = {
+        "env": toolchain.describe(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "rows": rows, **extra}
+    f.write_text(json.dumps(data, indent=1))
+    return f
+
+
+def load(lesson: int | str, section: str | None = None, *, prefer_local: bool = True):
+    """Results of a lesson: your own run's if there is one (prefer_local), else the recorded ones."""
+    for d in ([LOCAL, RECORDED] if prefer_local else [RECORDED]):
+        f = _file(lesson, d)
+        if f.exists():
+            data = json.loads(f.read_text())
+            if section is None:
+                return data
+            if section in data["sections"]:
+                return data["sections"][section]
+    raise FileNotFoundError(f"no results for lesson {int(lesson):02d}" + (f", section {section!r}" if section else ""))
+
+
+def env_line(sec: dict) -> str:
+    e = sec["env"]
+    return (f"{e.get('gpu')}, driver {e.get('driver')}, torch {e.get('torch')} (CUDA {e.get('torch_cuda')}), "
+            f"nvcc {e.get('nvcc')}, {sec['date'][:10]}")
+
+
+def show(lesson: int | str, section: str, *, prefer_local: bool = True) -> str:
+    """The stored table of a section with the line saying where and with what it was measured."""
+    from . import bench
+
+    sec = load(lesson, section, prefer_local=prefer_local)
+    return f"Measured on {env_line(sec)}:\n{bench.table(sec['rows'])}"
+
+
+# ----------------------------------------------------------------------------------------------
+# README tables
+
+def ladder_markdown(lesson_sections: list[tuple[int, str]], shape_desc: str, baseline_label: str) -> str:
+    rows, env = [], None
+    for lesson, section in lesson_sections:
+        sec = load(lesson, section, prefer_local=False)
+        env = env or env_line(sec)
+        rows += [(lesson, r) for r in sec["rows"] if r["desc"] == shape_desc]
+    seen, out = set(), []
+    out.append(f"| lesson | kernel | {shape_desc} GFLOP/s | % of {baseline_label} |")
+    out.append("|---|---|---:|---:|")
+    for lesson, r in rows:
+        if r["op"] in seen:
+            continue
+        seen.add(r["op"])
+        out.append(f"| {lesson:02d} | {r['op']} | {r['tflops'] * 1000:,.0f} | {r['pct_baseline']:.1f}% |")
+    out.append(f"\nMeasured on {env}.")
+    return "\n".join(out)
+
+
+def ceilings_markdown() -> str:
+    from . import roofline
+    c = roofline.recorded()
+    e = c["env"]
+    return (f"| ceiling | measured |\n|---|---:|\n| copy bandwidth (read + write) | {c['copy_GBps']:,.0f} GB/s |\n"
+            f"| FP32, CUDA cores (cuBLAS, TF32 off) | {c['fp32_TFLOPs']} TFLOP/s |\n"
+            f"| TF32 tensor cores (cuBLAS) | {c['tf32_TFLOPs']} TFLOP/s |\n"
+            f"| FP16 tensor cores (cuBLAS) | {c['fp16_TFLOPs']} TFLOP/s |\n"
+            f"| INT8 tensor cores (torch._int_mm) | {c['int8_TOPs']} TOP/s |\n\n"
+            f"Measured on {c['gpu']}, driver {e.get('driver')}, torch {e.get('torch')}, nvcc {e.get('nvcc')}, "
+            f"{c['date'][:10]}.")
+
+
+README_TABLES = {
+    "ceilings": ceilings_markdown,
+    "ladder": lambda: ladder_markdown([(1, "bench"), (2, "bench"), (3, "bench")], "M=4096 N=4096 K=4096",
+                                      "cuBLAS FP32"),
+}
+
+
+def update_readme(path: Path = build.ROOT / "README.md", check: bool = False) -> bool:
+    """Rewrite each `<!-- table:NAME -->…<!-- /table:NAME -->` block from the recorded results.
+    With check=True, only report whether the README is up to date."""
+    text = path.read_text()
+    new = text
+    for name, fn in README_TABLES.items():
+        pat = re.compile(rf"(<!-- table:{name} -->).*?(<!-- /table:{name} -->)", re.S)
+        if pat.search(new):
+            try:
+                body = fn()
+            except (FileNotFoundError, KeyError) as e:
+                body = f"(not recorded yet: {e})"
+            new = pat.sub(lambda m: m.group(1) + "\n" + body + "\n" + m.group(2), new)
+    if check:
+        return new == text
+    path.write_text(new)
+    return new != text
+
+
+def save_figure(fig, lesson: int | str, name: str) -> Path:
+    """Write a figure to build/plots/<lesson>_<name>.png (for slides and the course report)."""
+    d = build.ROOT / "build" / "plots"
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / f"{int(lesson):02d}_{name}.png"
+    fig.savefig(p, dpi=130, bbox_inches="tight")
+    return p
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["readme"]:
+        changed = update_readme(check="--check" in sys.argv)
+        print("README tables", ("up to date" if changed else "out of date") if "--check" in sys.argv
+              else ("updated" if changed else "already up to date"))
+        sys.exit(0 if ("--check" not in sys.argv or changed) else 1)
+    print("usage: python -m harness.results readme [--check]")
+

@@ -1,0 +1,165 @@
+// Lesson 03: register blocking with 128-bit loads, y[M,N] = x[M,K] · W[N,K]ᵀ in FP32.
+//
+// Lesson 02 computes one output per thread, so every FMA needs two shared-memory loads: the
+// shared-memory pipe, not the FMA units, sets the speed. Here each thread computes an 8×8
+// micro-tile of y in registers. Per step k it loads 8 values of x and 8 of W (four 128-bit LDS)
+// and does 64 FMAs: 16 FMAs per load instead of 0.5.
+//
+// Layout (BM×BN = 128×128 block tile, BK = 8, 256 threads = 8 warps):
+//  - Warps are arranged 2 (along m) × 4 (along n); each owns a 64×32 warp tile.
+//  - Lane (lm = lane % 8, ln = lane / 8) owns rows  wm + i·32 + lm·4 + {0..3}, i = 0, 1
+//                                     and columns wn + j·16 + ln·4 + {0..3}, j = 0, 1.
+//    A quarter-warp (8 lanes, one 128-bit LDS phase) reads 8 consecutive float4 of a row of As
+//    and one broadcast float4 of Ws: no bank conflicts.
+//  - Tiles are copied from global memory as float4 along K (both x and W are K-contiguous) and
+//    stored transposed, As[k][m], so the micro-tile reads are contiguous along m. A row stride of
+//    BM + 4 floats puts the two k-halves a warp stores into different banks (conflict-free) and
+//    keeps rows 16-byte aligned for the float4 reads.
+//  - gemm_regtile_db double-buffers shared memory: the next tile's global loads are issued into
+//    registers before the current tile's FMAs, and stored to the other buffer after them, so the
+//    DRAM/L2 latency hides behind arithmetic and only one __syncthreads is needed per tile.
+// Odd shapes: loads past M, N or K read zeros; stores are guarded. When K % 4 != 0 (or a pointer is
+// not 16-byte aligned) a scalar-load instantiation is used, because a float4 would straddle rows.
+#include <cuda_runtime.h>
+#include <cstdint>
+
+#define EXPORT extern "C"  // the harness binds every EXPORT launcher to Python
+
+#ifndef REGTILE_MIN_BLOCKS
+#define REGTILE_MIN_BLOCKS 2  // blocks per SM the register budget must allow (2 → ≤ 128 registers)
+#endif
+
+constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8, THREADS = 256, PAD = 4;
+
+// One float4 of a BM×BK (or BN×BK) tile per thread: row tid/2, columns k0 + (tid%2)·4 .. +3.
+// A warp thus reads 16 rows × 32 contiguous bytes: every 32-byte sector it touches is fully used.
+template <bool VEC>
+__device__ __forceinline__ float4 load_tile(const float* __restrict__ src, int rows, int K, int row0, int k0,
+                                            int tid) {
+    const int row = row0 + (tid >> 1);
+    const int k = k0 + ((tid & 1) << 2);
+    float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (row < rows) {
+        const float* p = src + (size_t)row * K + k;
+        if (VEC) {
+            if (k < K) r = *reinterpret_cast<const float4*>(p);  // K % 4 == 0: all four or none
+        } else {
+            if (k < K) r.x = p[0];
+            if (k + 1 < K) r.y = p[1];
+            if (k + 2 < K) r.z = p[2];
+            if (k + 3 < K) r.w = p[3];
+        }
+    }
+    return r;
+}
+
+// Transposed store: s[k][row].
+template <int ROWS>
+__device__ __forceinline__ void store_tile(float (*s)[ROWS + PAD], int tid, float4 r) {
+    const int row = tid >> 1, k = (tid & 1) << 2;
+    s[k][row] = r.x;
+    s[k + 1][row] = r.y;
+    s[k + 2][row] = r.z;
+    s[k + 3][row] = r.w;
+}
+
+// acc += As[:, my rows]ᵀ · Ws[:, my columns] over the BK steps of one tile.
+__device__ __forceinline__ void micro_tile(const float (*As)[BM + PAD], const float (*Ws)[BN + PAD],
+                                           int am, int bn, float (&acc)[TM][TN]) {
+    // am = wm + lm·4: this thread's first row in the tile; bn = wn + ln·4: its first column.
+    // BEGIN EXERCISE 03.a: the register micro-tile
+    // TODO: for each k in 0 .. BK-1 (unrolled):
+    //   a[0..3] = the float4 at As[k][am],  a[4..7] = the float4 at As[k][am + 32];
+    //   b[0..3] = the float4 at Ws[k][bn],  b[4..7] = the float4 at Ws[k][bn + 16];
+    //   acc[i][j] += a[i] * b[j] for all 8×8 (i, j): an outer product, 64 FMAs per 4 loads.
+    // Read with reinterpret_cast<const float4*>(&As[k][am]) so each load is one 128-bit LDS.
+    // END EXERCISE
+}
+
+template <bool DOUBLE_BUFFER, bool VEC>
+__global__ void __launch_bounds__(THREADS, REGTILE_MIN_BLOCKS)
+gemm_regtile_kernel(const float* __restrict__ x, const float* __restrict__ W, float* __restrict__ y,
+                    int M, int N, int K, bool store_vec) {
+    constexpr int NBUF = DOUBLE_BUFFER ? 2 : 1;
+    __shared__ __align__(16) float As[NBUF][BK][BM + PAD];
+    __shared__ __align__(16) float Ws[NBUF][BK][BN + PAD];
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int wm = (warp / 4) * 64, wn = (warp % 4) * 32;
+    const int am = wm + (lane % 8) * 4, bn = wn + (lane / 8) * 4;
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
+
+    if (!DOUBLE_BUFFER) {
+        for (int k0 = 0; k0 < K; k0 += BK) {
+            store_tile<BM>(As[0], tid, load_tile<VEC>(x, M, K, m0, k0, tid));
+            store_tile<BN>(Ws[0], tid, load_tile<VEC>(W, N, K, n0, k0, tid));
+            __syncthreads();
+            micro_tile(As[0], Ws[0], am, bn, acc);
+            __syncthreads();
+        }
+    } else {
+        store_tile<BM>(As[0], tid, load_tile<VEC>(x, M, K, m0, 0, tid));
+        store_tile<BN>(Ws[0], tid, load_tile<VEC>(W, N, K, n0, 0, tid));
+        __syncthreads();
+        int buf = 0;
+        for (int k0 = 0; k0 < K; k0 += BK) {
+            const bool more = k0 + BK < K;
+            float4 ra, rb;
+            if (more) {  // issue the next tile's loads now; they land while we compute
+                ra = load_tile<VEC>(x, M, K, m0, k0 + BK, tid);
+                rb = load_tile<VEC>(W, N, K, n0, k0 + BK, tid);
+            }
+            micro_tile(As[buf], Ws[buf], am, bn, acc);
+            if (more) {  // the other buffer was last read before the previous barrier: safe to fill
+                store_tile<BM>(As[buf ^ 1], tid, ra);
+                store_tile<BN>(Ws[buf ^ 1], tid, rb);
+            }
+            __syncthreads();
+            buf ^= 1;
+        }
+    }
+
+    // Epilogue: each thread writes its 8×8 outputs as 4-wide rows (float4 stores when N allows).
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+        const int row = m0 + am + (i / 4) * 32 + (i % 4);
+        if (row >= M) continue;
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            const int col = n0 + bn + j * 16;
+            float* out = y + (size_t)row * N + col;
+            if (store_vec && col + 3 < N) {
+                *reinterpret_cast<float4*>(out) =
+                    make_float4(acc[i][j * 4], acc[i][j * 4 + 1], acc[i][j * 4 + 2], acc[i][j * 4 + 3]);
+            } else {
+#pragma unroll
+                for (int v = 0; v < 4; ++v)
+                    if (col + v < N) out[v] = acc[i][j * 4 + v];
+            }
+        }
+    }
+}
+
+static bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15) == 0; }
+
+template <bool DB>
+static void launch(const float* x, const float* W, float* y, int M, int N, int K, cudaStream_t s) {
+    const dim3 grid((N + BN - 1) / BN, (M + BM - 1) / BM);
+    const bool vec = K % 4 == 0 && aligned16(x) && aligned16(W);
+    const bool store_vec = N % 4 == 0 && aligned16(y);
+    if (vec) gemm_regtile_kernel<DB, true><<<grid, THREADS, 0, s>>>(x, W, y, M, N, K, store_vec);
+    else     gemm_regtile_kernel<DB, false><<<grid, THREADS, 0, s>>>(x, W, y, M, N, K, store_vec);
+}
+
+EXPORT void gemm_regtile(const float* x, const float* W, float* y, int M, int N, int K, cudaStream_t stream) {
+    launch<false>(x, W, y, M, N, K, stream);
+}
+
+EXPORT void gemm_regtile_db(const float* x, const float* W, float* y, int M, int N, int K, cudaStream_t stream) {
+    launch<true>(x, W, y, M, N, K, stream);
+}

@@ -1,0 +1,91 @@
+"""The checker: poison, NaN, tolerance by dtype, and failure reports that say what is wrong."""
+import pytest
+import torch
+
+from harness import check
+
+
+def _pair(shape=(64, 96), dtype=torch.float32):
+    ref = torch.randn(*shape, dtype=torch.float64)
+    return ref.to(dtype), ref
+
+
+def test_pass_within_tolerance():
+    got, ref = _pair()
+    r = check.compare(got, ref, name="k")
+    assert r.ok and r.wrong == 0 and r.rel_error < 1e-6
+    assert str(r).startswith("PASS")
+
+
+def test_poison_is_reported_as_unwritten():
+    got, ref = _pair()
+    p = check.poisoned(got.shape, got.dtype, "cpu")
+    p[:, :64] = got[:, :64]  # columns 64.. never written
+    r = check.compare(p, ref, name="k")
+    assert not r.ok and r.unwritten == 64 * 32 and r.nonfinite == 0
+    s = str(r)
+    assert "never written" in s and "tile columns 2" in s
+    assert r.examples[0][1] == "never written"
+
+
+def test_kernel_nan_is_not_poison_and_fails():
+    got, ref = _pair()
+    got[3, 5] = float("nan")
+    got[7, 1] = float("inf")
+    r = check.compare(got, ref)
+    assert not r.ok and r.nonfinite == 2 and r.unwritten == 0 and "NaN/inf computed by the kernel" in str(r)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_tolerance_scales_with_dtype(dtype):
+    got, ref = _pair(dtype=dtype)
+    assert check.compare(got, ref).ok  # rounding to the dtype is within its tolerance
+    bad = got.clone()
+    bad[0, 0] += 0.1 * ref.abs().max().to(dtype)
+    r = check.compare(bad, ref)
+    assert not r.ok and r.wrong == 1 and r.examples[0][0] == (0, 0)
+
+
+def test_fp32_tolerance_catches_tf32_level_error():
+    ref = torch.randn(128, 128, dtype=torch.float64)
+    got = (ref * (1 + 2e-3 * torch.randn_like(ref))).float()
+    assert not check.compare(got, ref).ok
+
+
+def test_all_zero_output_gets_a_hint():
+    _, ref = _pair()
+    r = check.compare(torch.zeros(ref.shape), ref)
+    assert not r.ok and "exactly 0" in str(r)
+
+
+def test_int32_exact_and_poison():
+    ref = torch.randint(-1000, 1000, (16, 16), dtype=torch.int32)
+    assert check.compare(ref.clone(), ref).ok
+    p = check.poisoned((16, 16), torch.int32, "cpu")
+    assert check.compare(p, ref).unwritten == 256
+
+
+def test_shape_mismatch_raises():
+    with pytest.raises(ValueError, match="differs from the reference"):
+        check.compare(torch.zeros(3, 4), torch.zeros(4, 3))
+
+
+def test_heatmap_draws_tiles():
+    import matplotlib
+    matplotlib.use("Agg")
+    got, ref = _pair((300, 200))
+    got[32:64, 96:128] = 0
+    r = check.compare(got, ref)
+    ax = r.heatmap(tile=(32, 32))
+    cells = ax.images[0].get_array()
+    assert cells.max() > 0.5 and cells.min() == 0
+
+
+def test_check_result_aggregates():
+    got, ref = _pair()
+    ok, bad = check.compare(got, ref), check.compare(torch.zeros_like(got), ref)
+    res = check.CheckResult("k", [ok, bad])
+    assert not res.ok and res.first_failure() is bad and "1 of 2 FAILED" in str(res)
+    with pytest.raises(check.CheckFailed, match="FAIL"):
+        res.raise_if_failed()
+    assert not check.CheckResult("k", []).ok  # nothing checked is not a pass

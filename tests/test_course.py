@@ -1,0 +1,121 @@
+"""The course as a whole: pins, notebooks' GPU tags, the catalog, the headless runner."""
+import importlib.metadata
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from harness import build, catalog, exercises, problems, run, toolchain
+
+ROOT = build.ROOT
+
+
+def test_environment_yml_uses_requirements():
+    env = (ROOT / "environment.yml").read_text()
+    assert "-r requirements.txt" in env and "-e ." in env
+
+
+def test_cuda_toolkit_pin_matches_torch_wheel():
+    pins = dict(re.findall(r"^([\w\-\[\]]+)==(\S+)", (ROOT / "requirements.txt").read_text(), re.M))
+    torch_req = importlib.metadata.requires("torch") or []
+    pinned = [r for r in torch_req if r.startswith("cuda-toolkit")]
+    if importlib.metadata.version("torch").split("+")[0] != pins["torch"] or not pinned:
+        pytest.skip(f"installed torch {importlib.metadata.version('torch')} is not the pinned {pins['torch']}")
+    want = re.search(r"==([\d.]+)", pinned[0]).group(1)
+    assert pins["cuda-toolkit[nvcc]"] == want, f"torch {pins['torch']} pins cuda-toolkit {want}"
+
+
+def test_toolchain_matches_torch():
+    import torch
+    tc = toolchain.find()
+    assert tc.nvcc_version.split(".")[0] == torch.version.cuda.split(".")[0]
+    assert (tc.cuda_home / "include" / "cuda_runtime.h").exists()
+
+
+def test_wrapper_scripts_are_followed(tmp_path):
+    real = tmp_path / "cuda" / "bin" / "nvcc"
+    real.parent.mkdir(parents=True)
+    real.write_text("#!/bin/sh\necho real\n")
+    wrapper = tmp_path / "nvcc"
+    wrapper.write_text(f'#!/bin/sh\nexec {real} "$@"\n')
+    assert toolchain._resolve_wrapper(wrapper) == real.resolve()
+
+
+def test_arch_list_without_gpu(monkeypatch):
+    monkeypatch.delenv("COURSE_ARCH_LIST", raising=False)
+    if not toolchain.gpu_available():
+        assert toolchain.arch_list() == ["8.0", "9.0"]
+    monkeypatch.setenv("COURSE_ARCH_LIST", "8.6 9.0")
+    assert toolchain.arch_list() == ["8.6", "9.0"]
+
+
+def test_catalog_covers_every_launcher_and_exercise():
+    exported, ids = set(), set()
+    for sol, _ in exercises.pairs():
+        if sol.suffix == ".cu":
+            exported |= {(int(sol.parent.name[:2]), e.name) for e in build.parse_exports(sol.read_text())}
+            ids |= {r.ident for r in exercises.regions(sol)}
+    assert exported == {(k.lesson, k.launcher) for k in catalog.kernels()}
+    assert {e for k in catalog.kernels() for e in k.exercises} <= ids
+
+
+NOTEBOOKS = sorted((ROOT / "lessons").glob("[0-9][0-9]_*.ipynb"))
+GPU_CALLS = re.compile(r"check\.check\(|bench\.compare\(|nsight\.profile\(|roofline\.measure\(")
+
+
+def test_lessons_found_by_number_everywhere():
+    for nb in NOTEBOOKS:
+        n = nb.name[:2]
+        assert list((ROOT / "kernels").glob(f"{n}_*")) and list((ROOT / "solutions").glob(f"{n}_*")), n
+        assert (ROOT / "results" / f"{n}.json").exists(), n
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_cells_that_launch_kernels_are_tagged(nb):
+    book = nbformat.read(nb, as_version=4)
+    for i, cell in enumerate(book.cells):
+        if cell.cell_type != "code":
+            continue
+        tagged = "gpu" in cell.metadata.get("tags", [])
+        if GPU_CALLS.search(cell.source):
+            assert tagged, f"{nb.name} cell {i} launches kernels but is not tagged gpu:\n{cell.source[:200]}"
+        errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
+        assert not errors, f"{nb.name} cell {i} has a stored error"
+    assert any(c.get("outputs") for c in book.cells if c.cell_type == "code"), f"{nb.name} has no stored outputs"
+
+
+def test_runner_skips_gpu_cells_without_gpu(tmp_path, monkeypatch):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    gpu_cell = nbformat.v4.new_code_cell("import torch; torch.zeros(1, device='cuda')")
+    gpu_cell.metadata["tags"] = ["gpu"]
+    gpu_cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="recorded on the H100\n")]
+    nb.cells = [nbformat.v4.new_code_cell("x = 1 + 1\nprint(x)"), gpu_cell]
+    src, out = tmp_path / "t.ipynb", tmp_path / "out.ipynb"
+    nbformat.write(nb, src)
+    monkeypatch.setattr(toolchain, "gpu_available", lambda: False)
+    stats = run.execute(src, out, timeout=120)
+    done = nbformat.read(out, as_version=4)
+    assert stats["error"] is None and stats["skipped"] == 1
+    assert done.cells[0].outputs[0]["text"] == "2\n"
+    texts = [o.get("text", "") for o in done.cells[1].outputs]
+    assert texts[0].startswith("[skipped here") and "recorded on the H100\n" in texts
+
+
+def test_problem_bind_rejects_bad_shapes():
+    import torch
+    prob = problems.Linear()
+    op = prob.bind(lambda *a: None, "op")
+    with pytest.raises(ValueError, match=r"x \[M, K\] must be 2-D, got shape \(2, 3, 4\)"):
+        op(torch.zeros(2, 3, 4), torch.zeros(5, 4))
+    with pytest.raises(ValueError, match="sharing K"):
+        op(torch.zeros(2, 3), torch.zeros(5, 4))
+    with pytest.raises(ValueError, match=r"out must be \[M=2, N=5\]"):
+        op(torch.zeros(2, 4), torch.zeros(5, 4), out=torch.zeros(5, 2))
+    with pytest.raises(TypeError, match="must be a torch.Tensor"):
+        op([[1.0]], torch.zeros(5, 4))
+    assert prob.flops((2, 3, 4)) == 48 and prob.bytes((2, 3, 4)) == (8 + 12 + 6) * 4

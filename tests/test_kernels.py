@@ -1,0 +1,37 @@
+"""Every exercise stub and every solution compiles (sm_80 and sm_90 without a GPU); on a GPU the
+solutions pass their checks on odd shapes and the stubs fail them with a message that helps."""
+import pytest
+
+from harness import build, catalog, check
+
+FILES = sorted({(k.lesson, k.file) for k in catalog.kernels()})
+
+
+@pytest.mark.parametrize("solution", [False, True], ids=["stub", "solution"])
+@pytest.mark.parametrize("lesson, file", FILES, ids=[f"{l:02d}-{f}" for l, f in FILES])
+def test_compiles(lesson, file, solution):
+    mod = build.load(lesson, file, solution=solution)
+    launchers = {k.launcher for k in catalog.kernels(lesson) if k.file == file}
+    assert launchers <= {e.name for e in mod.exports}
+    for kernel, per_arch in mod.resources().items():
+        for arch, r in per_arch.items():
+            assert r["spill_stores"] == 0, f"{kernel} spills registers on {arch}: {r}"
+
+
+IDS = [f"{k.lesson:02d}-{k.launcher}" for k in catalog.kernels()]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k", catalog.kernels(), ids=IDS)
+def test_solution_passes(k):
+    res = check.check(k.problem, catalog.op(k, solution=True))
+    assert res.ok, str(res)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k", catalog.kernels(), ids=IDS)
+def test_stub_fails_helpfully(k):
+    res = check.check(k.problem, catalog.op(k, solution=False))
+    assert not res.ok, f"the stub of {k.launcher} passes its check: the exercise tests nothing"
+    msg = str(res.first_failure())
+    assert any(h in msg for h in ("never written", "exactly 0", "NaN/inf")), msg

@@ -1,0 +1,107 @@
+"""Recorded results, ceilings, the roofline, and Nsight reports: what learners without a GPU rely on."""
+import json
+
+import matplotlib
+import pytest
+import torch
+
+from harness import bench, nsight, problems, results, roofline, toolchain
+
+matplotlib.use("Agg")
+
+
+def test_record_and_load_round_trip(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "LOCAL", tmp_path / "local")
+    monkeypatch.setattr(results, "RECORDED", tmp_path / "rec")
+    monkeypatch.delenv("COURSE_RECORD", raising=False)
+    rows = [dict(op="k", shape=[1, 2, 3], desc="M=1 N=2 K=3", us=1.0, tflops=0.1, gbs=1.0, pct_baseline=100.0,
+                 pct_roofline=50.0, baseline="k")]
+    f = results.record(7, "bench", rows)
+    assert f.parent == tmp_path / "local"  # a learner's run never lands in the recorded results
+    sec = results.load(7, "bench")
+    assert sec["rows"] == rows and {"gpu", "torch", "nvcc", "driver"} <= set(sec["env"]) and sec["date"]
+    results.record(7, "other", rows)
+    assert set(results.load(7)["sections"]) == {"bench", "other"}
+    monkeypatch.setenv("COURSE_RECORD", "1")
+    assert results.record(7, "bench", rows).parent == tmp_path / "rec"
+    with pytest.raises(FileNotFoundError, match="lesson 08"):
+        results.load(8, "bench")
+
+
+def test_recorded_results_exist_with_versions():
+    for lesson in (0, 1, 2, 3):
+        sec = results.load(lesson, "bench", prefer_local=False)
+        e = sec["env"]
+        assert e["gpu"] and e["driver"] and e["torch"] and e["nvcc"], e
+        assert sec["rows"] and all(r["us"] > 0 for r in sec["rows"])
+
+
+def test_readme_tables_are_generated_from_results():
+    assert results.update_readme(check=True), "README tables are stale: run python -m harness.results readme"
+
+
+def test_ceilings_and_floor():
+    c = roofline.recorded()
+    assert c["copy_GBps"] > 1000 and c["fp32_TFLOPs"] > 10 and c["fp16_TFLOPs"] > c["tf32_TFLOPs"] > c["fp32_TFLOPs"]
+    prob = problems.Linear()
+    big, decode = (4096, 4096, 4096), (1, 4096, 4096)
+    assert roofline.floor_us(prob.flops(big), prob.bytes(big), c) == pytest.approx(prob.flops(big) / (c["fp32_TFLOPs"] * 1e6))
+    assert roofline.floor_us(prob.flops(decode), prob.bytes(decode), c) == pytest.approx(prob.bytes(decode) / (c["copy_GBps"] * 1e3))
+    if not toolchain.gpu_available():
+        assert roofline.ceilings() == c  # without a GPU, the recorded H100's
+
+
+def test_roofline_plot_has_ceilings_and_points():
+    sec = results.load(3, "bench", prefer_local=False)
+    pts = roofline.points_from_rows(sec["rows"], problems.Linear())
+    ax = roofline.plot(pts, roofline.recorded())
+    assert len(ax.lines) >= 3 and len(ax.collections) == len(pts)
+
+
+def test_bench_table_format():
+    rows = results.load(1, "bench", prefer_local=False)["rows"]
+    t = bench.table(rows)
+    assert "% cuBLAS FP32" in t and "01 naive" in t and t.count("\n") == len(rows) + 1
+
+
+def test_nsight_recorded_reports():
+    p = nsight.load_recorded(1, "naive_vs_coalesced")
+    spr = p.per_kernel("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", per="l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum")
+    assert spr["gemm_coalesced_kernel"] == pytest.approx(4.0, abs=0.05)  # fully coalesced 4-byte loads
+    assert spr["gemm_naive_kernel"] > 15  # (1 broadcast + 32 scattered) / 2
+    assert "device__attribute" not in p.table()  # attributes are not shown as measurements
+    with pytest.raises(nsight.NsightUnavailable):
+        nsight.load_recorded(1, "no_such_report")
+
+
+def test_nsight_falls_back_without_gpu():
+    if toolchain.gpu_available():
+        pytest.skip("this machine has a GPU: the fallback is for machines without one")
+    p = nsight.profile(0, "scale_add", setup="", run="", kernel="scale_add_kernel", metrics=["dram__bytes_read.sum"])
+    assert "recorded" in p.source and any("not measured here" in n for n in p.notes)
+    assert p.value("dram__bytes_read.sum") > 5e8
+
+
+@pytest.mark.gpu
+def test_time_fn_and_rotation():
+    prob = problems.ScaleAdd()
+    sets = bench.input_sets(prob, (1 << 20,))
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    assert len(sets) * prob.bytes((1 << 20,)) >= 3 * l2  # one pass over the sets overflows L2
+    t = bench.time_fn(lambda x, b: torch.add(b, x, alpha=2.0), sets, reps=50)
+    gbs = prob.bytes((1 << 20,)) / t.median_us / 1e3
+    c = roofline.ceilings()
+    assert 0.2 * c["copy_GBps"] < gbs < 1.3 * c["copy_GBps"], gbs
+    assert t.p10_us <= t.median_us <= t.p90_us
+
+
+@pytest.mark.gpu
+def test_nsight_profiles_on_gpu():
+    if nsight.ncu_path() is None:
+        pytest.skip("ncu is not installed")
+    p = nsight.profile(0, "test_scale_add", kernel="scale_add_kernel", metrics=["dram__bytes_read.sum"], solution=True,
+                       setup="from harness import build\nfrom harness.problems import ScaleAdd\n"
+                             "op = ScaleAdd().bind(build.load(0).scale_add)\nx, b = ScaleAdd().make_inputs((1 << 24,))\n",
+                       run="op(x, b)")
+    assert p.source.startswith("measured now"), p.notes
+    assert p.value("dram__bytes_read.sum") == pytest.approx(8 * (1 << 24), rel=0.05)
