@@ -15,6 +15,7 @@ class Kernel:
     problem: object
     exercises: tuple[str, ...]  # exercise ids this launcher needs
     label: str  # how tables name it
+    stub_check: str = "check"  # how the exercise version is shown wrong: "check" (values) or a sanitizer tool
 
 
 FP32 = Linear()
@@ -25,8 +26,10 @@ KERNELS = [
     Kernel(1, "naive_gemm", "gemm_coalesced", FP32, ("01.b",), "01 coalesced (warp/output)"),
     Kernel(2, "tiled_gemm", "gemm_tiled_conflicts", FP32, ("02.a",), "02 smem tiled, bank conflicts"),
     Kernel(2, "tiled_gemm", "gemm_tiled", FP32, ("02.a",), "02 smem tiled, padded"),
+    Kernel(2, "race_demo", "gemm_tiled_race", FP32, ("02.b",), "02 planted race (16x16)", "racecheck"),
     Kernel(3, "regtile_gemm", "gemm_regtile", FP32, ("03.a",), "03 8x8 register tile, float4"),
     Kernel(3, "regtile_gemm", "gemm_regtile_db", FP32, ("03.a",), "03 + double buffering"),
+    Kernel(3, "regtile_gemm", "gemm_regtile_wide", FP32, ("03.a",), "03 8x16 tile, double buffered"),
 ]
 
 

@@ -244,10 +244,11 @@ def check(problem, op, shapes=None, *, name: str | None = None, seed: int | None
             problem.call(op, inputs, out)
             torch.cuda.synchronize()
         except (RuntimeError, ValueError, TypeError) as e:
-            if "CUDA error" in str(e) and "illegal" in str(e):
-                raise RuntimeError(f"{name} crashed the GPU context at shape {shape}: {e}. Restart the kernel "
-                                   "(the CUDA context is unusable after an illegal access); run with "
-                                   "COURSE_SYNC=1 or compute-sanitizer to find the faulting access.") from e
+            if "CUDA error" in str(e):  # a fault leaves the CUDA context unusable: stop here
+                raise RuntimeError(f"{name} crashed at {problem.describe(shape)}: {e}. The CUDA context of this "
+                                   "process is now unusable: restart the kernel. grade.check_isolated() runs a "
+                                   "check in a child process (optionally under compute-sanitizer memcheck, "
+                                   "which names the faulting access) so this cannot happen.") from e
             note = f"the call raised {type(e).__name__}: {e}"
         ref = problem.reference(inputs)
         rep = compare(out, ref, name=name, shape_desc=problem.describe(shape), seed=s)

@@ -18,6 +18,9 @@
 //  - gemm_regtile_db double-buffers shared memory: the next tile's global loads are issued into
 //    registers before the current tile's FMAs, and stored to the other buffer after them, so the
 //    DRAM/L2 latency hides behind arithmetic and only one __syncthreads is needed per tile.
+//  - gemm_regtile_wide gives each thread 8×16 outputs (J = 4 column groups, warp tile 64×64, block
+//    tile 128×256): 6 shared loads per 128 FMAs instead of 4 per 64, so fewer wavefronts per FMA.
+//    It needs ~214 registers, so one block (8 warps) per SM: less occupancy, more work per warp.
 // Odd shapes: loads past M, N or K read zeros; stores are guarded. When K % 4 != 0 (or a pointer is
 // not 16-byte aligned) a scalar-load instantiation is used, because a float4 would straddle rows.
 #include <cuda_runtime.h>
@@ -29,14 +32,16 @@
 #define REGTILE_MIN_BLOCKS 2  // blocks per SM the register budget must allow (2 → ≤ 128 registers)
 #endif
 
-constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8, THREADS = 256, PAD = 4;
+// J = column groups of 16 per warp tile: J = 2 gives 8×8 per thread and a 128×128 block tile;
+// J = 4 gives 8×16 per thread and a 128×256 block tile (gemm_regtile_wide).
+constexpr int BM = 128, BK = 8, TM = 8, THREADS = 256, PAD = 4;
 
-// One float4 of a BM×BK (or BN×BK) tile per thread: row tid/2, columns k0 + (tid%2)·4 .. +3.
+// One float4 of a tile per thread and part p: row tid/2 + 128·p, columns k0 + (tid%2)·4 .. +3.
 // A warp thus reads 16 rows × 32 contiguous bytes: every 32-byte sector it touches is fully used.
 template <bool VEC>
 __device__ __forceinline__ float4 load_tile(const float* __restrict__ src, int rows, int K, int row0, int k0,
-                                            int tid) {
-    const int row = row0 + (tid >> 1);
+                                            int tid, int p = 0) {
+    const int row = row0 + (tid >> 1) + p * (THREADS / 2);
     const int k = k0 + ((tid & 1) << 2);
     float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
     if (row < rows) {
@@ -55,8 +60,8 @@ __device__ __forceinline__ float4 load_tile(const float* __restrict__ src, int r
 
 // Transposed store: s[k][row].
 template <int ROWS>
-__device__ __forceinline__ void store_tile(float (*s)[ROWS + PAD], int tid, float4 r) {
-    const int row = tid >> 1, k = (tid & 1) << 2;
+__device__ __forceinline__ void store_tile(float (*s)[ROWS + PAD], int tid, float4 r, int p = 0) {
+    const int row = (tid >> 1) + p * (THREADS / 2), k = (tid & 1) << 2;
     s[k][row] = r.x;
     s[k + 1][row] = r.y;
     s[k + 2][row] = r.z;
@@ -64,14 +69,15 @@ __device__ __forceinline__ void store_tile(float (*s)[ROWS + PAD], int tid, floa
 }
 
 // acc += As[:, my rows]ᵀ · Ws[:, my columns] over the BK steps of one tile.
+template <int J, int BN = 64 * J, int TN = 4 * J>
 __device__ __forceinline__ void micro_tile(const float (*As)[BM + PAD], const float (*Ws)[BN + PAD],
                                            int am, int bn, float (&acc)[TM][TN]) {
     // am = wm + lm·4: this thread's first row in the tile; bn = wn + ln·4: its first column.
     // BEGIN EXERCISE 03.a: the register micro-tile
     //> // TODO: for each k in 0 .. BK-1 (unrolled):
     //> //   a[0..3] = the float4 at As[k][am],  a[4..7] = the float4 at As[k][am + 32];
-    //> //   b[0..3] = the float4 at Ws[k][bn],  b[4..7] = the float4 at Ws[k][bn + 16];
-    //> //   acc[i][j] += a[i] * b[j] for all 8×8 (i, j): an outer product, 64 FMAs per 4 loads.
+    //> //   b[4j .. 4j+3] = the float4 at Ws[k][bn + 16j], for j = 0 .. J-1 (TN = 4J values);
+    //> //   acc[i][j] += a[i] * b[j] for all TM×TN (i, j): an outer product (64 FMAs per 4 loads at J = 2).
     //> // Read with reinterpret_cast<const float4*>(&As[k][am]) so each load is one 128-bit LDS.
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
@@ -82,7 +88,7 @@ __device__ __forceinline__ void micro_tile(const float (*As)[BM + PAD], const fl
             a[i * 4 + 0] = v.x; a[i * 4 + 1] = v.y; a[i * 4 + 2] = v.z; a[i * 4 + 3] = v.w;
         }
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
+        for (int j = 0; j < J; ++j) {
             const float4 v = *reinterpret_cast<const float4*>(&Ws[k][bn + j * 16]);
             b[j * 4 + 0] = v.x; b[j * 4 + 1] = v.y; b[j * 4 + 2] = v.z; b[j * 4 + 3] = v.w;
         }
@@ -94,15 +100,15 @@ __device__ __forceinline__ void micro_tile(const float (*As)[BM + PAD], const fl
     // END EXERCISE
 }
 
-template <bool DOUBLE_BUFFER, bool VEC>
-__global__ void __launch_bounds__(THREADS, REGTILE_MIN_BLOCKS)
+template <bool DOUBLE_BUFFER, bool VEC, int J>
+__global__ void __launch_bounds__(THREADS, J == 2 ? REGTILE_MIN_BLOCKS : 1)
 gemm_regtile_kernel(const float* __restrict__ x, const float* __restrict__ W, float* __restrict__ y,
                     int M, int N, int K, bool store_vec) {
-    constexpr int NBUF = DOUBLE_BUFFER ? 2 : 1;
+    constexpr int NBUF = DOUBLE_BUFFER ? 2 : 1, BN = 64 * J, TN = 4 * J, WPARTS = J / 2;
     __shared__ __align__(16) float As[NBUF][BK][BM + PAD];
     __shared__ __align__(16) float Ws[NBUF][BK][BN + PAD];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int wm = (warp / 4) * 64, wn = (warp % 4) * 32;
+    const int wm = (warp / 4) * 64, wn = (warp % 4) * 16 * J;
     const int am = wm + (lane % 8) * 4, bn = wn + (lane / 8) * 4;
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
 
@@ -115,27 +121,33 @@ gemm_regtile_kernel(const float* __restrict__ x, const float* __restrict__ W, fl
     if (!DOUBLE_BUFFER) {
         for (int k0 = 0; k0 < K; k0 += BK) {
             store_tile<BM>(As[0], tid, load_tile<VEC>(x, M, K, m0, k0, tid));
-            store_tile<BN>(Ws[0], tid, load_tile<VEC>(W, N, K, n0, k0, tid));
+#pragma unroll
+            for (int p = 0; p < WPARTS; ++p)
+                store_tile<BN>(Ws[0], tid, load_tile<VEC>(W, N, K, n0, k0, tid, p), p);
             __syncthreads();
-            micro_tile(As[0], Ws[0], am, bn, acc);
+            micro_tile<J>(As[0], Ws[0], am, bn, acc);
             __syncthreads();
         }
     } else {
         store_tile<BM>(As[0], tid, load_tile<VEC>(x, M, K, m0, 0, tid));
-        store_tile<BN>(Ws[0], tid, load_tile<VEC>(W, N, K, n0, 0, tid));
+#pragma unroll
+        for (int p = 0; p < WPARTS; ++p)
+            store_tile<BN>(Ws[0], tid, load_tile<VEC>(W, N, K, n0, 0, tid, p), p);
         __syncthreads();
         int buf = 0;
         for (int k0 = 0; k0 < K; k0 += BK) {
             const bool more = k0 + BK < K;
-            float4 ra, rb;
+            float4 ra, rb[WPARTS];
             if (more) {  // issue the next tile's loads now; they land while we compute
                 ra = load_tile<VEC>(x, M, K, m0, k0 + BK, tid);
-                rb = load_tile<VEC>(W, N, K, n0, k0 + BK, tid);
+#pragma unroll
+                for (int p = 0; p < WPARTS; ++p) rb[p] = load_tile<VEC>(W, N, K, n0, k0 + BK, tid, p);
             }
-            micro_tile(As[buf], Ws[buf], am, bn, acc);
+            micro_tile<J>(As[buf], Ws[buf], am, bn, acc);
             if (more) {  // the other buffer was last read before the previous barrier: safe to fill
                 store_tile<BM>(As[buf ^ 1], tid, ra);
-                store_tile<BN>(Ws[buf ^ 1], tid, rb);
+#pragma unroll
+                for (int p = 0; p < WPARTS; ++p) store_tile<BN>(Ws[buf ^ 1], tid, rb[p], p);
             }
             __syncthreads();
             buf ^= 1;
@@ -148,7 +160,7 @@ gemm_regtile_kernel(const float* __restrict__ x, const float* __restrict__ W, fl
         const int row = m0 + am + (i / 4) * 32 + (i % 4);
         if (row >= M) continue;
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
+        for (int j = 0; j < J; ++j) {
             const int col = n0 + bn + j * 16;
             float* out = y + (size_t)row * N + col;
             if (store_vec && col + 3 < N) {
@@ -165,13 +177,13 @@ gemm_regtile_kernel(const float* __restrict__ x, const float* __restrict__ W, fl
 
 static bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15) == 0; }
 
-template <bool DB>
+template <bool DB, int J = 2>
 static void launch(const float* x, const float* W, float* y, int M, int N, int K, cudaStream_t s) {
-    const dim3 grid((N + BN - 1) / BN, (M + BM - 1) / BM);
+    const dim3 grid((N + 64 * J - 1) / (64 * J), (M + BM - 1) / BM);
     const bool vec = K % 4 == 0 && aligned16(x) && aligned16(W);
     const bool store_vec = N % 4 == 0 && aligned16(y);
-    if (vec) gemm_regtile_kernel<DB, true><<<grid, THREADS, 0, s>>>(x, W, y, M, N, K, store_vec);
-    else     gemm_regtile_kernel<DB, false><<<grid, THREADS, 0, s>>>(x, W, y, M, N, K, store_vec);
+    if (vec) gemm_regtile_kernel<DB, true, J><<<grid, THREADS, 0, s>>>(x, W, y, M, N, K, store_vec);
+    else     gemm_regtile_kernel<DB, false, J><<<grid, THREADS, 0, s>>>(x, W, y, M, N, K, store_vec);
 }
 
 EXPORT void gemm_regtile(const float* x, const float* W, float* y, int M, int N, int K, cudaStream_t stream) {
@@ -180,4 +192,8 @@ EXPORT void gemm_regtile(const float* x, const float* W, float* y, int M, int N,
 
 EXPORT void gemm_regtile_db(const float* x, const float* W, float* y, int M, int N, int K, cudaStream_t stream) {
     launch<true>(x, W, y, M, N, K, stream);
+}
+
+EXPORT void gemm_regtile_wide(const float* x, const float* W, float* y, int M, int N, int K, cudaStream_t stream) {
+    launch<true, 4>(x, W, y, M, N, K, stream);
 }

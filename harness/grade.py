@@ -1,0 +1,192 @@
+"""Grade exercises, each check in a child process: a kernel that faults or hangs is reported with its
+lesson and exercise, and takes down neither the notebook nor the grading run.
+
+    python -m harness.grade [LESSON ...] [--solutions] [--sanitize memcheck|racecheck] [--timeout S]
+
+In a notebook: `grade.check_isolated(lesson, launcher)` returns the same report as `check.check`, or says
+how the child died (an illegal address, a time-out) instead of leaving a dead CUDA context behind.
+With sanitize="memcheck" or "racecheck" the child runs under compute-sanitizer and its findings are shown.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import build, catalog, exercises, problems, toolchain
+
+PROBLEMS = {"linear": problems.Linear, "scale_add": problems.ScaleAdd}
+SMALL = {"linear": ((17, 33, 65), (64, 96, 256)), "scale_add": ((1000,), (4099,))}  # for sanitizer runs
+MARK = "@@RESULT@@"
+
+
+@dataclass
+class Outcome:
+    """What happened to one isolated check."""
+    name: str
+    status: str  # "pass", "fail", "crash", "timeout", "compile-error", "not-run"
+    text: str
+    findings: list[str] = field(default_factory=list)  # compute-sanitizer's, if it ran
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "pass"
+
+    def __str__(self):
+        out = [f"{self.status.upper()}  {self.name}", self.text]
+        if self.findings:
+            out.append("compute-sanitizer found:\n  " + "\n  ".join(self.findings[:12]))
+        return "\n".join(t for t in out if t)
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(str(self))
+
+
+def _child(argv: list[str]) -> int:
+    """Runs in the child process: build, check, print one JSON line."""
+    a = argparse.ArgumentParser()
+    a.add_argument("--file", required=True)
+    a.add_argument("--launcher", required=True)
+    a.add_argument("--problem", default="linear")
+    a.add_argument("--solution", action="store_true")
+    a.add_argument("--small", action="store_true")
+    o = a.parse_args(argv)
+    from . import check
+    try:
+        mod = build.load_file(Path(o.file), solution=o.solution)
+    except build.BuildError as e:
+        print(MARK + json.dumps({"status": "compile-error", "text": str(e)}), flush=True)
+        return 0
+    prob = PROBLEMS[o.problem]()
+    res = check.check(prob, prob.bind(getattr(mod, o.launcher)), SMALL[o.problem] if o.small else None)
+    print(MARK + json.dumps({"status": "pass" if res.ok else "fail", "text": str(res)}), flush=True)
+    return 0
+
+
+def _sanitizer() -> str | None:
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    home = os.environ.get("CUDA_HOME")
+    cand = Path(home or "/usr/local/cuda") / "bin" / "compute-sanitizer"
+    return str(cand) if cand.exists() else None
+
+
+def check_isolated(lesson: int | None = None, launcher: str | None = None, *, file: str | Path | None = None,
+                   problem: str = "linear", solution: bool | None = None, timeout: float = 300,
+                   sanitize: str | None = None) -> Outcome:
+    """Check one launcher in a child process (lesson + launcher from the catalog, or file + problem)."""
+    solution = build.use_solutions() if solution is None else solution
+    if file is None:
+        k = next((k for k in catalog.kernels(lesson) if k.launcher == launcher), None)
+        if k is None:
+            raise ValueError(f"lesson {lesson} has no launcher {launcher!r}; "
+                             f"it has {[k.launcher for k in catalog.kernels(lesson)]}")
+        file = build.source_path(k.lesson, k.file, solution)
+        problem = "scale_add" if isinstance(k.problem, problems.ScaleAdd) else "linear"
+    name = f"{launcher} ({Path(file).relative_to(build.ROOT) if Path(file).is_relative_to(build.ROOT) else file})"
+    if not toolchain.gpu_available():
+        return Outcome(name, "not-run", toolchain.NO_GPU_REASON)
+    cmd = [sys.executable, "-m", "harness.grade", "--child", "--file", str(file), "--launcher", launcher,
+           "--problem", problem] + (["--solution"] if solution else [])
+    if sanitize:
+        if sanitize not in ("memcheck", "racecheck", "synccheck", "initcheck"):
+            raise ValueError(f"sanitize must be memcheck, racecheck, synccheck or initcheck, not {sanitize!r}")
+        tool = _sanitizer()
+        if tool is None:
+            return Outcome(name, "not-run", "compute-sanitizer is not installed (it ships with the CUDA toolkit)")
+        cmd = [tool, "--tool", sanitize, "--print-limit", "20"] + cmd + ["--small"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(build.ROOT), os.environ.get("PYTHONPATH", "")]),
+               PYTHONUNBUFFERED="1", COURSE_SYNC="1")
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=build.ROOT)
+    except subprocess.TimeoutExpired:
+        return Outcome(name, "timeout", f"no result after {timeout:.0f} s: the kernel hangs (an endless loop, or "
+                                        "a __syncthreads() that some threads of a block never reach)")
+    findings = [l.removeprefix("========= ").strip() for l in (p.stdout + p.stderr).splitlines()
+                if l.startswith("=========") and not re.search(r"COMPUTE-SANITIZER|ERROR SUMMARY: 0 errors", l)]
+    line = next((l for l in p.stdout.splitlines()[::-1] if l.startswith(MARK)), None)
+    if line is None:
+        lines = (p.stderr + p.stdout).splitlines()
+        err = [l for l in lines if "CUDA error" in l] or [l for l in lines if "Error" in l and "Search for" not in l]
+        why = err[0].strip() if err else f"the child process exited with code {p.returncode}"
+        return Outcome(name, "crash", f"the kernel crashed: {why}\n(the check ran in a separate process, so this "
+                                      "session is unharmed; COURSE_SYNC=1 was set, so the error is the launch's own)",
+                       findings)
+    r = json.loads(line[len(MARK):])
+    status = r["status"]
+    if sanitize and status == "pass" and any("ERROR SUMMARY" in f or "Race" in f or "Invalid" in f for f in findings):
+        status = "fail"  # right answers by luck: the sanitizer's hazards still fail the exercise
+    return Outcome(name, status, r["text"], findings)
+
+
+def grade(lessons: list[int] | None = None, solution: bool = False, sanitize: str | None = None,
+          timeout: float = 300) -> list[tuple[str, int, list[str], Outcome]]:
+    """Every exercise of the given lessons: (exercise id, lesson, launchers, outcome of the worst)."""
+    rows = []
+    for k in catalog.kernels():
+        if lessons and k.lesson not in lessons:
+            continue
+        how = sanitize or k.stub_check
+        out = check_isolated(k.lesson, k.launcher, solution=solution, timeout=timeout,
+                             sanitize=how if how != "check" else None)
+        for ex in k.exercises:
+            rows.append((ex, k.lesson, [k.launcher], out))
+    merged: dict[str, tuple] = {}
+    for ex, lesson, launchers, out in rows:  # an exercise passes when every kernel that uses it passes
+        if ex in merged:
+            _, _, ls, prev = merged[ex]
+            merged[ex] = (ex, lesson, ls + launchers, prev if not prev.ok else out)
+        else:
+            merged[ex] = (ex, lesson, launchers, out)
+    return list(merged.values())
+
+
+def nsight_answers(lessons: list[int] | None = None) -> list[tuple[str, bool]]:
+    """(exercise id, answered?) for the Nsight questions in kernels/*/nsight.md."""
+    out = []
+    for _, ex in exercises.pairs():
+        if ex.name != "nsight.md" or not ex.exists() or (lessons and int(ex.parent.name[:2]) not in lessons):
+            continue
+        for _, region, inside in exercises._split(ex.read_text(), ex):
+            if region is not None:
+                out.append((region.ident, any(l.strip() for l in inside)))
+    return out
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--child"]:
+        return _child(argv[1:])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("lessons", nargs="*", type=int)
+    ap.add_argument("--solutions", action="store_true", help="grade solutions/ (a self-test of the course)")
+    ap.add_argument("--sanitize", choices=["memcheck", "racecheck", "synccheck", "initcheck"])
+    ap.add_argument("--timeout", type=float, default=300)
+    a = ap.parse_args(argv)
+    rows = grade(a.lessons or None, a.solutions, a.sanitize, a.timeout)
+    for ex, lesson, launchers, out in rows:
+        if not out.ok:
+            print(f"--- {ex} ({', '.join(launchers)}) ---\n{out}\n")
+    print(f"{'exercise':<9} {'lesson':<7} {'kernels':<44} result")
+    for ex, lesson, launchers, out in rows:
+        first = out.text.splitlines()[0] if out.text else ""
+        verdict = "PASS" if out.ok else f"{out.status.upper()}: {first[:60]}"
+        print(f"{ex:<9} {lesson:02d}      {', '.join(launchers)[:44]:<44} {verdict}")
+    answered = nsight_answers(a.lessons or None)
+    if answered:
+        print(f"\nNsight questions answered in kernels/*/nsight.md: {sum(a for _, a in answered)} of {len(answered)}"
+              " (compare with solutions/*/nsight.md)")
+    passed = sum(out.ok for *_, out in rows)
+    print(f"\n{passed} passed, {len(rows) - passed} failed")
+    return 0 if passed == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""Grading and crash isolation: a faulting or hanging kernel is reported, and the session survives."""
+from pathlib import Path
+
+import pytest
+
+from harness import grade, toolchain
+
+FAULTY = Path(__file__).parent / "data" / "faulty.cu"
+
+
+def test_nsight_questions_start_unanswered():
+    answered = grade.nsight_answers()
+    assert answered and not any(a for _, a in answered)  # the stubs hold the questions only
+
+
+def test_unknown_launcher_is_a_clear_error():
+    with pytest.raises(ValueError, match="lesson 1 has no launcher 'nope'"):
+        grade.check_isolated(1, "nope")
+
+
+def test_without_gpu_nothing_is_run():
+    if toolchain.gpu_available():
+        pytest.skip("this machine has a GPU")
+    out = grade.check_isolated(1, "gemm_naive", solution=True)
+    assert out.status == "not-run" and "needs a CUDA GPU" in out.text
+
+
+@pytest.mark.gpu
+def test_solution_grades_pass():
+    out = grade.check_isolated(1, "gemm_coalesced", solution=True)
+    assert out.ok, str(out)
+
+
+@pytest.mark.gpu
+def test_fault_is_isolated_and_reported():
+    import torch
+    out = grade.check_isolated(file=FAULTY, launcher="oob_write", problem="linear", timeout=120)
+    assert out.status == "crash" and "CUDA error cudaError" in out.text, str(out)
+    assert any(w in out.text.lower() for w in ("illegal", "invalid address")), str(out)
+    torch.zeros(1, device="cuda").add_(1)  # this process's CUDA context is untouched
+    torch.cuda.synchronize()
+
+
+@pytest.mark.gpu
+def test_hang_times_out():
+    out = grade.check_isolated(file=FAULTY, launcher="hang", problem="linear", timeout=30)
+    assert out.status == "timeout" and "hangs" in out.text
+
+
+@pytest.mark.gpu
+def test_memcheck_names_the_bad_write():
+    if grade._sanitizer() is None:
+        pytest.skip("compute-sanitizer is not installed")
+    out = grade.check_isolated(file=FAULTY, launcher="oob_write", problem="linear", sanitize="memcheck", timeout=300)
+    assert not out.ok and any("Invalid __global__ write" in f for f in out.findings), str(out)
+
+
+def test_course_report_from_recorded_results(tmp_path):
+    from harness import report
+    p = report.course_report()
+    text = p.read_text()
+    assert "## Lesson 03" in text and "NVIDIA H100" in text and "% of cuBLAS FP32" in text
+    for img in ("00_roofline.png", "03_speedup.png"):
+        assert f"]({img})" in text and (p.parent / img).stat().st_size > 10_000
+
+
+def test_demo_without_gpu_shows_recorded(capsys):
+    if toolchain.gpu_available():
+        pytest.skip("this machine has a GPU (the GPU demo is tested below)")
+    from harness import report
+    assert report.demo(3) == 0
+    assert "Recorded results instead" in capsys.readouterr().out
+
+
+@pytest.mark.gpu
+def test_demo_on_gpu(capsys):
+    from harness import build, report
+    assert report.demo(2) == 0
+    out = capsys.readouterr().out
+    assert "PASS  02 smem tiled, padded" in out and "rounds M down to 32" in out and "never written" in out
+    assert (build.ROOT / "build" / "demo" / "02_heatmap_buggy.png").exists()
