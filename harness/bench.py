@@ -97,7 +97,6 @@ def compare(problem, ops: dict, shapes, *, baseline: str | None = None, ceilings
     rows = []
     for shape in shapes:
         sets = input_sets(problem, shape)
-        base_us = None
         timed = {label: time_fn(op, sets, reps=reps) for label, op in ops.items()}
         base_us = timed[baseline].median_us if baseline in timed else None
         for label, t in timed.items():

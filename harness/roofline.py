@@ -128,7 +128,6 @@ def plot(points: list[dict] | None = None, c: dict | None = None, kinds=("fp32",
         peak = rate(c, k)
         ax.plot(ai, np.minimum(peak, bw * ai), color=styles[k], lw=1.5,
                 label=f"{KINDS[k].split(' (')[0]}: {peak:g} T{'OP' if k == 'int8' else 'FLOP'}/s")
-    ax.axvline(0, color="k")
     for i, p in enumerate(points or []):
         x = p["flops"] / p["bytes"]
         y = p["flops"] / p["us"] / 1e6

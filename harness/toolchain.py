@@ -129,7 +129,17 @@ def find() -> Toolchain:
 
 def _export(tc: Toolchain) -> None:
     os.environ["CUDA_HOME"] = str(tc.cuda_home)
-    os.environ["PATH"] = f"{tc.cuda_home / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+    # torch runs `ninja` from PATH. The pinned one lives beside this interpreter (pip's ninja package),
+    # which is not on PATH when .venv/bin/python is run without activating the venv.
+    front = [str(tc.cuda_home / "bin")]
+    try:
+        import ninja
+        front.append(ninja.BIN_DIR)
+    except (ImportError, AttributeError):
+        pass
+    front.append(str(Path(sys.executable).parent))
+    rest = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p not in front]
+    os.environ["PATH"] = os.pathsep.join(front + rest)
     # torch.utils.cpp_extension froze its own guess at import: correct it if it was imported already.
     mod = sys.modules.get("torch.utils.cpp_extension")
     if mod is not None:
@@ -188,12 +198,13 @@ def describe() -> dict:
         info.update(nvcc=tc.nvcc_version, cuda_home=str(tc.cuda_home), nvcc_source=tc.source)
     except ToolchainError as e:
         info.update(nvcc=None, toolchain_error=str(e))
+    ninja = shutil.which("ninja")  # after find(): the PATH torch will use
     try:
-        import ninja  # noqa: F401
-        info["ninja"] = subprocess.run([shutil.which("ninja") or "ninja", "--version"], capture_output=True,
-                                       text=True, timeout=30).stdout.strip() or None
-    except (ImportError, OSError, subprocess.SubprocessError):
-        info["ninja"] = shutil.which("ninja") and "on PATH"
+        info["ninja"] = subprocess.run([ninja, "--version"], capture_output=True, text=True,
+                                       timeout=30).stdout.strip() or None if ninja else None
+        info["ninja_path"] = ninja
+    except (OSError, subprocess.SubprocessError):
+        info["ninja"] = None
     if gpu_available():
         p = torch.cuda.get_device_properties(0)
         info.update(gpu=p.name, capability=f"{p.major}.{p.minor}", sms=p.multi_processor_count,
@@ -212,7 +223,8 @@ def report() -> str:
             lines.append("warning: " + w)
     else:
         lines.append("nvcc: NOT FOUND\n" + info.get("toolchain_error", ""))
-    lines.append(f"ninja {info['ninja']}" if info.get("ninja") else "ninja: NOT FOUND (pip install ninja)")
+    lines.append(f"ninja {info['ninja']} ({info['ninja_path']})" if info.get("ninja")
+                 else "ninja: NOT FOUND (pip install ninja; torch needs it to build extensions)")
     if info["gpu"]:
         lines.append(f"GPU {info['gpu']} (sm_{info['capability'].replace('.', '')}, {info['sms']} SMs, "
                      f"{info['memory_gib']} GiB, L2 {info['l2_mib']} MiB), driver {info['driver']}")

@@ -119,3 +119,28 @@ def test_problem_bind_rejects_bad_shapes():
     with pytest.raises(TypeError, match="must be a torch.Tensor"):
         op([[1.0]], torch.zeros(5, 4))
     assert prob.flops((2, 3, 4)) == 48 and prob.bytes((2, 3, 4)) == (8 + 12 + 6) * 4
+
+
+def test_mismatched_nvcc_is_named(tmp_path, monkeypatch):
+    import torch
+    home = tmp_path / "cuda-old"
+    (home / "bin").mkdir(parents=True)
+    (home / "include").mkdir()
+    (home / "include" / "cuda_runtime.h").write_text("")
+    nvcc = home / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 11.8, V11.8.89'\n")
+    nvcc.chmod(0o755)
+    monkeypatch.setattr(toolchain, "_candidates", lambda: [("/opt/old", home)])
+    toolchain.find.cache_clear()
+    try:
+        with pytest.raises(toolchain.ToolchainError, match=rf"nvcc 11.8 at .* does not match torch's CUDA {torch.version.cuda}"):
+            toolchain.find()
+    finally:
+        toolchain.find.cache_clear()  # the next find() (after monkeypatch's undo) sees the real toolchain
+
+
+def test_pinned_ninja_is_the_one_torch_runs():
+    import shutil
+    ninja = pytest.importorskip("ninja")
+    toolchain.find()
+    assert shutil.which("ninja") == str(Path(ninja.BIN_DIR) / "ninja")

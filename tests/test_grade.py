@@ -79,3 +79,19 @@ def test_demo_on_gpu(capsys):
     out = capsys.readouterr().out
     assert "PASS  02 smem tiled, padded" in out and "rounds M down to 32" in out and "never written" in out
     assert (build.ROOT / "build" / "demo" / "02_heatmap_buggy.png").exists()
+
+
+def test_grade_command_table(capsys):
+    rc = grade.main(["1"])
+    out = capsys.readouterr().out
+    assert "01.a" in out and "01.b" in out and "Nsight questions answered" in out
+    if toolchain.gpu_available():
+        assert rc == 1 and "FAIL" in out  # the stubs are not solved
+    else:
+        assert rc == 1 and "NOT-RUN" in out and "0 passed, 2 failed" in out
+
+
+@pytest.mark.gpu
+def test_grade_solutions_pass(capsys):
+    assert grade.main(["0", "--solutions"]) == 0
+    assert "1 passed, 0 failed" in capsys.readouterr().out
