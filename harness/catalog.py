@@ -29,7 +29,7 @@ KERNELS = [
     Kernel(2, "race_demo", "gemm_tiled_race", FP32, ("02.b",), "02 planted race (16x16)", "racecheck"),
     Kernel(3, "regtile_gemm", "gemm_regtile", FP32, ("03.a",), "03 8x8 register tile, float4"),
     Kernel(3, "regtile_gemm", "gemm_regtile_db", FP32, ("03.a",), "03 + double buffering"),
-    Kernel(3, "regtile_gemm", "gemm_regtile_wide", FP32, ("03.a",), "03 8x16 tile, double buffered"),
+    Kernel(3, "regtile_gemm", "gemm_regtile_wide", FP32, ("03.a",), "03 8x16 tile, BK 16"),
 ]
 
 

@@ -9,7 +9,7 @@ from harness import bench, build, catalog, check
 
 torch.backends.cuda.matmul.allow_tf32 = False
 prob = catalog.FP32
-VARIANTS = {"as shipped": [], "minblocks 1": ["-DREGTILE_MIN_BLOCKS=1"]}
+VARIANTS = {"as shipped": [], "wide BK 8": ["-DREGTILE_WIDE_BK=8"], "minblocks 1": ["-DREGTILE_MIN_BLOCKS=1"]}
 extra = [a for a in sys.argv[1:] if a.startswith("-D")]
 if extra:
     VARIANTS["command line " + " ".join(extra)] = extra

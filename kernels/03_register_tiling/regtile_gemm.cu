@@ -5,7 +5,7 @@
 // micro-tile of y in registers. Per step k it loads 8 values of x and 8 of W (four 128-bit LDS)
 // and does 64 FMAs: 16 FMAs per load instead of 0.5.
 //
-// Layout (BM×BN = 128×128 block tile, BK = 8, 256 threads = 8 warps):
+// Layout (BM×BN = 128×128 block tile, BK = 8, 256 threads = 8 warps; the wide kernel differs below):
 //  - Warps are arranged 2 (along m) × 4 (along n); each owns a 64×32 warp tile.
 //  - Lane (lm = lane % 8, ln = lane / 8) owns rows  wm + i·32 + lm·4 + {0..3}, i = 0, 1
 //                                     and columns wn + j·16 + ln·4 + {0..3}, j = 0, 1.
@@ -20,7 +20,10 @@
 //    DRAM/L2 latency hides behind arithmetic and only one __syncthreads is needed per tile.
 //  - gemm_regtile_wide gives each thread 8×16 outputs (J = 4 column groups, warp tile 64×64, block
 //    tile 128×256): 6 shared loads per 128 FMAs instead of 4 per 64, so fewer wavefronts per FMA.
-//    It needs ~214 registers, so one block (8 warps) per SM: less occupancy, more work per warp.
+//    It needs ~230 registers, so one block (8 warps) per SM: less occupancy, more work per warp.
+//    Its K tile is 16 deep (4 threads per row on the loads), which halves the per-tile overhead
+//    (global loads, transposed stores, barrier, address arithmetic) per FMA; the double-buffered
+//    tiles then take 49 KB, past the 48 KB static limit, so it uses dynamic shared memory.
 // Odd shapes: loads past M, N or K read zeros; stores are guarded. When K % 4 != 0 (or a pointer is
 // not 16-byte aligned) a scalar-load instantiation is used, because a float4 would straddle rows.
 #include <cuda_runtime.h>
@@ -28,21 +31,24 @@
 
 #define EXPORT extern "C"  // the harness binds every EXPORT launcher to Python
 
+#ifndef REGTILE_WIDE_BK
+#define REGTILE_WIDE_BK 16  // the wide kernel's K tile depth
+#endif
 #ifndef REGTILE_MIN_BLOCKS
 #define REGTILE_MIN_BLOCKS 2  // blocks per SM the register budget must allow (2 → ≤ 128 registers)
 #endif
 
 // J = column groups of 16 per warp tile: J = 2 gives 8×8 per thread and a 128×128 block tile;
 // J = 4 gives 8×16 per thread and a 128×256 block tile (gemm_regtile_wide).
-constexpr int BM = 128, BK = 8, TM = 8, THREADS = 256, PAD = 4;
+constexpr int BM = 128, TM = 8, THREADS = 256, PAD = 4;
 
-// One float4 of a tile per thread and part p: row tid/2 + 128·p, columns k0 + (tid%2)·4 .. +3.
-// A warp thus reads 16 rows × 32 contiguous bytes: every 32-byte sector it touches is fully used.
-template <bool VEC>
+// One float4 of a ROWS×BK tile per thread and part p: BK/4 threads cover a row's BK values, so with
+// BK = 8 a warp reads 16 rows × 32 contiguous bytes: every 32-byte sector it touches is fully used.
+template <bool VEC, int BK>
 __device__ __forceinline__ float4 load_tile(const float* __restrict__ src, int rows, int K, int row0, int k0,
                                             int tid, int p = 0) {
-    const int row = row0 + (tid >> 1) + p * (THREADS / 2);
-    const int k = k0 + ((tid & 1) << 2);
+    const int row = row0 + tid / (BK / 4) + p * (THREADS / (BK / 4));
+    const int k = k0 + (tid % (BK / 4)) * 4;
     float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
     if (row < rows) {
         const float* p = src + (size_t)row * K + k;
@@ -59,9 +65,9 @@ __device__ __forceinline__ float4 load_tile(const float* __restrict__ src, int r
 }
 
 // Transposed store: s[k][row].
-template <int ROWS>
+template <int ROWS, int BK>
 __device__ __forceinline__ void store_tile(float (*s)[ROWS + PAD], int tid, float4 r, int p = 0) {
-    const int row = (tid >> 1) + p * (THREADS / 2), k = (tid & 1) << 2;
+    const int row = tid / (BK / 4) + p * (THREADS / (BK / 4)), k = (tid % (BK / 4)) * 4;
     s[k][row] = r.x;
     s[k + 1][row] = r.y;
     s[k + 2][row] = r.z;
@@ -69,7 +75,7 @@ __device__ __forceinline__ void store_tile(float (*s)[ROWS + PAD], int tid, floa
 }
 
 // acc += As[:, my rows]ᵀ · Ws[:, my columns] over the BK steps of one tile.
-template <int J, int BN = 64 * J, int TN = 4 * J>
+template <int J, int BK, int BN = 64 * J, int TN = 4 * J>
 __device__ __forceinline__ void micro_tile(const float (*As)[BM + PAD], const float (*Ws)[BN + PAD],
                                            int am, int bn, float (&acc)[TM][TN]) {
     // am = wm + lm·4: this thread's first row in the tile; bn = wn + ln·4: its first column.
@@ -82,13 +88,23 @@ __device__ __forceinline__ void micro_tile(const float (*As)[BM + PAD], const fl
     // END EXERCISE
 }
 
-template <bool DOUBLE_BUFFER, bool VEC, int J>
+template <bool DOUBLE_BUFFER, int BK, int J>
+constexpr int smem_bytes() { return (DOUBLE_BUFFER ? 2 : 1) * BK * (BM + PAD + 64 * J + PAD) * 4; }
+
+template <bool DOUBLE_BUFFER, bool VEC, int J, int BK>
 __global__ void __launch_bounds__(THREADS, J == 2 ? REGTILE_MIN_BLOCKS : 1)
 gemm_regtile_kernel(const float* __restrict__ x, const float* __restrict__ W, float* __restrict__ y,
                     int M, int N, int K, bool store_vec) {
-    constexpr int NBUF = DOUBLE_BUFFER ? 2 : 1, BN = 64 * J, TN = 4 * J, WPARTS = J / 2;
-    __shared__ __align__(16) float As[NBUF][BK][BM + PAD];
-    __shared__ __align__(16) float Ws[NBUF][BK][BN + PAD];
+    constexpr int NBUF = DOUBLE_BUFFER ? 2 : 1, BN = 64 * J, TN = 4 * J;
+    constexpr int XPARTS = BM * BK / 4 / THREADS, WPARTS = BN * BK / 4 / THREADS;
+    // Static shared memory where it fits (its address is a constant, which saves instructions); dynamic
+    // above the 48 KB static limit, which the wide kernel's 16-deep double-buffered tiles exceed.
+    constexpr bool DYN = smem_bytes<DOUBLE_BUFFER, BK, J>() > 48 * 1024;
+    __shared__ __align__(16) float static_smem[DYN ? 4 : smem_bytes<DOUBLE_BUFFER, BK, J>() / 4];
+    extern __shared__ __align__(16) float dynamic_smem[];
+    float* smem = DYN ? dynamic_smem : static_smem;
+    auto As = reinterpret_cast<float (*)[BK][BM + PAD]>(smem);
+    auto Ws = reinterpret_cast<float (*)[BK][BN + PAD]>(smem + NBUF * BK * (BM + PAD));
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int wm = (warp / 4) * 64, wn = (warp % 4) * 16 * J;
     const int am = wm + (lane % 8) * 4, bn = wn + (lane / 8) * 4;
@@ -102,34 +118,40 @@ gemm_regtile_kernel(const float* __restrict__ x, const float* __restrict__ W, fl
 
     if (!DOUBLE_BUFFER) {
         for (int k0 = 0; k0 < K; k0 += BK) {
-            store_tile<BM>(As[0], tid, load_tile<VEC>(x, M, K, m0, k0, tid));
+#pragma unroll
+            for (int p = 0; p < XPARTS; ++p)
+                store_tile<BM, BK>(As[0], tid, load_tile<VEC, BK>(x, M, K, m0, k0, tid, p), p);
 #pragma unroll
             for (int p = 0; p < WPARTS; ++p)
-                store_tile<BN>(Ws[0], tid, load_tile<VEC>(W, N, K, n0, k0, tid, p), p);
+                store_tile<BN, BK>(Ws[0], tid, load_tile<VEC, BK>(W, N, K, n0, k0, tid, p), p);
             __syncthreads();
-            micro_tile<J>(As[0], Ws[0], am, bn, acc);
+            micro_tile<J, BK>(As[0], Ws[0], am, bn, acc);
             __syncthreads();
         }
     } else {
-        store_tile<BM>(As[0], tid, load_tile<VEC>(x, M, K, m0, 0, tid));
+#pragma unroll
+        for (int p = 0; p < XPARTS; ++p)
+            store_tile<BM, BK>(As[0], tid, load_tile<VEC, BK>(x, M, K, m0, 0, tid, p), p);
 #pragma unroll
         for (int p = 0; p < WPARTS; ++p)
-            store_tile<BN>(Ws[0], tid, load_tile<VEC>(W, N, K, n0, 0, tid, p), p);
+            store_tile<BN, BK>(Ws[0], tid, load_tile<VEC, BK>(W, N, K, n0, 0, tid, p), p);
         __syncthreads();
         int buf = 0;
         for (int k0 = 0; k0 < K; k0 += BK) {
             const bool more = k0 + BK < K;
-            float4 ra, rb[WPARTS];
+            float4 ra[XPARTS], rb[WPARTS];
             if (more) {  // issue the next tile's loads now; they land while we compute
-                ra = load_tile<VEC>(x, M, K, m0, k0 + BK, tid);
 #pragma unroll
-                for (int p = 0; p < WPARTS; ++p) rb[p] = load_tile<VEC>(W, N, K, n0, k0 + BK, tid, p);
+                for (int p = 0; p < XPARTS; ++p) ra[p] = load_tile<VEC, BK>(x, M, K, m0, k0 + BK, tid, p);
+#pragma unroll
+                for (int p = 0; p < WPARTS; ++p) rb[p] = load_tile<VEC, BK>(W, N, K, n0, k0 + BK, tid, p);
             }
-            micro_tile<J>(As[buf], Ws[buf], am, bn, acc);
+            micro_tile<J, BK>(As[buf], Ws[buf], am, bn, acc);
             if (more) {  // the other buffer was last read before the previous barrier: safe to fill
-                store_tile<BM>(As[buf ^ 1], tid, ra);
 #pragma unroll
-                for (int p = 0; p < WPARTS; ++p) store_tile<BN>(Ws[buf ^ 1], tid, rb[p], p);
+                for (int p = 0; p < XPARTS; ++p) store_tile<BM, BK>(As[buf ^ 1], tid, ra[p], p);
+#pragma unroll
+                for (int p = 0; p < WPARTS; ++p) store_tile<BN, BK>(Ws[buf ^ 1], tid, rb[p], p);
             }
             __syncthreads();
             buf ^= 1;
@@ -159,13 +181,22 @@ gemm_regtile_kernel(const float* __restrict__ x, const float* __restrict__ W, fl
 
 static bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15) == 0; }
 
-template <bool DB, int J = 2>
+template <bool DB, int J = 2, int BK = 8>
 static void launch(const float* x, const float* W, float* y, int M, int N, int K, cudaStream_t s) {
     const dim3 grid((N + 64 * J - 1) / (64 * J), (M + BM - 1) / BM);
     const bool vec = K % 4 == 0 && aligned16(x) && aligned16(W);
     const bool store_vec = N % 4 == 0 && aligned16(y);
-    if (vec) gemm_regtile_kernel<DB, true, J><<<grid, THREADS, 0, s>>>(x, W, y, M, N, K, store_vec);
-    else     gemm_regtile_kernel<DB, false, J><<<grid, THREADS, 0, s>>>(x, W, y, M, N, K, store_vec);
+    constexpr int bytes = smem_bytes<DB, BK, J>();
+    if (bytes > 48 * 1024) {  // above 48 KB a kernel must opt in to dynamic shared memory, once
+        static const bool opted_in = [] {
+            cudaFuncSetAttribute(gemm_regtile_kernel<DB, true, J, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+            cudaFuncSetAttribute(gemm_regtile_kernel<DB, false, J, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+            return true;
+        }();
+        (void)opted_in;
+    }
+    auto kernel = vec ? gemm_regtile_kernel<DB, true, J, BK> : gemm_regtile_kernel<DB, false, J, BK>;
+    kernel<<<grid, THREADS, bytes > 48 * 1024 ? bytes : 0, s>>>(x, W, y, M, N, K, store_vec);
 }
 
 EXPORT void gemm_regtile(const float* x, const float* W, float* y, int M, int N, int K, cudaStream_t stream) {
@@ -177,5 +208,5 @@ EXPORT void gemm_regtile_db(const float* x, const float* W, float* y, int M, int
 }
 
 EXPORT void gemm_regtile_wide(const float* x, const float* W, float* y, int M, int N, int K, cudaStream_t stream) {
-    launch<true, 4>(x, W, y, M, N, K, stream);
+    launch<true, 4, REGTILE_WIDE_BK>(x, W, y, M, N, K, stream);
 }
