@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from .problems import Linear, ScaleAdd
 
 
@@ -19,6 +21,8 @@ class Kernel:
 
 
 FP32 = Linear()
+FP16 = Linear(torch.float16, torch.float16, "linear_f16")
+INT8 = Linear(torch.int8, torch.int32, "linear_s8")
 
 KERNELS = [
     Kernel(0, "scale_add", "scale_add", ScaleAdd(), ("00.a",), "scale_add"),
@@ -30,6 +34,10 @@ KERNELS = [
     Kernel(3, "regtile_gemm", "gemm_regtile", FP32, ("03.a",), "03 8x8 register tile, float4"),
     Kernel(3, "regtile_gemm", "gemm_regtile_db", FP32, ("03.a",), "03 + double buffering"),
     Kernel(3, "regtile_gemm", "gemm_regtile_wide", FP32, ("03.a",), "03 8x16 tile, BK 16"),
+    Kernel(4, "tc_gemm", "gemm_wmma_f16", FP16, ("04.a",), "04 WMMA FP16"),
+    Kernel(4, "tc_gemm", "gemm_wmma_s8", INT8, ("04.a",), "04 WMMA INT8"),
+    Kernel(4, "tc_gemm", "gemm_mma_f16", FP16, ("04.b",), "04 mma.sync FP16"),
+    Kernel(4, "tc_gemm", "gemm_mma_s8", INT8, ("04.b",), "04 mma.sync INT8"),
 ]
 
 

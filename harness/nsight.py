@@ -179,3 +179,37 @@ def load_recorded(lesson: int | str, name: str) -> Profile:
         raise NsightUnavailable(f"no recorded Nsight report {f.relative_to(build.ROOT)}")
     rows, units = parse_raw_csv(f.read_text())
     return Profile(stem, rows, units, f"recorded on the reference H100 ({f.relative_to(build.ROOT)})", f)
+
+
+# ----------------------------------------------------------------------------------------------
+# SASS: which instructions a compiled kernel really uses (HMMA, IMMA, HGMMA, LDSM, ...).
+
+SASS_OPS = re.compile(r"\b((?:HMMA|IMMA|HGMMA|IGMMA|LDSM|LDGSTS|LDS|STS|LDG|STG|BAR)\b(?:\.\w+)*)")
+
+
+def cuobjdump_path() -> str | None:
+    """cuobjdump (with nvdisasm beside it) from the CUDA toolkit; pip's nvcc package lacks it."""
+    for d in (toolchain.find().cuda_home / "bin", Path("/usr/local/cuda/bin")):
+        if (d / "cuobjdump").exists() and (d / "nvdisasm").exists():
+            return str(d / "cuobjdump")
+    return shutil.which("cuobjdump") if shutil.which("nvdisasm") else None
+
+
+def sass_counts(module, arch: str = "sm_90") -> dict[str, dict[str, int]]:
+    """{kernel (demangled): {SASS opcode with modifiers: count}} for a module from build.load.
+    Counts are static (instructions in the binary, the unrolled loop body included), not executed."""
+    tool = cuobjdump_path()
+    if tool is None:
+        raise NsightUnavailable("cuobjdump and nvdisasm are not installed (they come with the full CUDA "
+                                "toolkit, not with pip's nvcc); the recorded counts are shown instead")
+    so = next(module.build_dir.glob("*.so"))
+    text = subprocess.run([tool, "-sass", "-arch", arch, str(so)], capture_output=True, text=True, check=True).stdout
+    names = re.findall(r"Function : (\S+)", text)
+    demangled = build._demangle(names)
+    out = {}
+    for name, body in zip(names, re.split(r"\s+Function : \S+", text)[1:]):
+        counts: dict[str, int] = {}
+        for op in SASS_OPS.findall(body):
+            counts[op] = counts.get(op, 0) + 1
+        out[demangled.get(name, name)] = dict(sorted(counts.items()))
+    return out

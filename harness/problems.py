@@ -56,6 +56,10 @@ class Linear:
 
     def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
         M, N, K = shape
+        if not self.in_dtype.is_floating_point:  # integers over the whole int8 range
+            info = torch.iinfo(self.in_dtype)
+            return tuple(torch.randint(info.min, info.max + 1, (r, K), generator=gen, device=device,
+                                       dtype=self.in_dtype) for r in (M, N))
         x = torch.randn(M, K, generator=gen, device=device)
         W = torch.randn(N, K, generator=gen, device=device) / K ** 0.5  # keeps |y| ~ |x|
         return x.to(self.in_dtype), W.to(self.in_dtype)
@@ -102,6 +106,19 @@ def torch_linear(x, W, out=None):
 
 
 torch_linear.__name__ = "cuBLAS (F.linear)"
+
+
+def torch_int_mm(x, W, out=None):
+    """The INT8 baseline: torch._int_mm (cuBLASLt, s8 × s8 → s32). It computes x · B for a [K, N]
+    B; W.t() is that B, column-major, the layout cuBLASLt's INT8 kernels want. It refuses M ≤ 16."""
+    y = torch._int_mm(x, W.t())
+    if out is not None:
+        out.copy_(y)
+        return out
+    return y
+
+
+torch_int_mm.__name__ = "torch._int_mm"
 
 
 @dataclass

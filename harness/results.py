@@ -94,6 +94,17 @@ def ladder_markdown(lesson_sections: list[tuple[int, str]], shape_desc: str, bas
     return "\n".join(out)
 
 
+def bench_markdown(lesson: int, section: str) -> str:
+    """Every row of one recorded benchmark section: shape, kernel, time, TFLOP/s, % of its baseline."""
+    sec = load(lesson, section, prefer_local=False)
+    base = sec["rows"][0]["baseline"]
+    out = [f"| shape | kernel | µs | TFLOP/s (TOP/s) | % of {base} |", "|---|---|---:|---:|---:|"]
+    for r in sec["rows"]:
+        out.append(f"| {r['desc']} | {r['op']} | {r['us']:,.1f} | {r['tflops']:,.1f} | {r['pct_baseline']:.1f}% |")
+    out.append(f"\nMeasured on {env_line(sec)}.")
+    return "\n".join(out)
+
+
 def ceilings_markdown() -> str:
     from . import roofline
     c = roofline.recorded()
@@ -111,6 +122,8 @@ README_TABLES = {
     "ceilings": ceilings_markdown,
     "ladder": lambda: ladder_markdown([(1, "bench"), (2, "bench"), (3, "bench")], "M=4096 N=4096 K=4096",
                                       "cuBLAS FP32"),
+    "04_f16": lambda: bench_markdown(4, "bench_f16"),
+    "04_s8": lambda: bench_markdown(4, "bench_s8"),
 }
 
 

@@ -70,7 +70,7 @@ def _candidates() -> list[tuple[str, Path]]:
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var):
             out.append((f"${var}", Path(os.environ[var])))
-    # nvcc from pip (cuda-toolkit[nvcc]), installed next to torch: matches torch by construction.
+    # nvcc from pip (cuda-toolkit[nvcc,cccl]), installed next to torch: matches torch by construction.
     spec = importlib.util.find_spec("nvidia")
     for root in (spec.submodule_search_locations or []) if spec else []:
         for sub in sorted(Path(root).glob("cu*")):
@@ -118,12 +118,18 @@ def find() -> Toolchain:
         elif ver != torch_cuda:
             tc.warnings.append(f"nvcc {ver} and torch's CUDA {torch_cuda} differ in the minor version; "
                                "this works, but the pinned cuda-toolkit in requirements.txt matches exactly.")
+        inc = home / "include"
+        if not ((inc / "nv" / "target").exists() or (inc / "cccl" / "nv" / "target").exists()):
+            # cuda_fp16.h and mma.h include <nv/target>: without CCCL every half-precision lesson fails
+            tried.append(f"{home} ({source}): no CCCL headers (include/nv/target); "
+                         "pip installs them with cuda-toolkit[cccl]")
+            continue
         _export(tc)
         return tc
     raise ToolchainError(
         f"No CUDA toolkit matching torch's CUDA {torch_cuda} was found. Tried:\n  - " + "\n  - ".join(tried)
         + "\nInstall the pinned one with `pip install -r requirements.txt` (it brings nvcc as "
-        "cuda-toolkit[nvcc]), or point CUDA_HOME at a CUDA " + torch_cuda + " toolkit."
+        "cuda-toolkit[nvcc,cccl]), or point CUDA_HOME at a CUDA " + torch_cuda + " toolkit."
     )
 
 

@@ -89,3 +89,12 @@ def test_check_result_aggregates():
     with pytest.raises(check.CheckFailed, match="FAIL"):
         res.raise_if_failed()
     assert not check.CheckResult("k", []).ok  # nothing checked is not a pass
+
+
+def test_int8_linear_inputs_span_the_int8_range_and_reference_is_exact():
+    from harness import catalog
+    x, W = catalog.INT8.make_inputs((64, 48, 4099), device="cpu")
+    assert x.dtype == W.dtype == torch.int8 and x.shape == (64, 4099) and W.shape == (48, 4099)
+    assert int(x.min()) == -128 and int(x.max()) == 127  # 262k draws cover both ends
+    ref = catalog.INT8.reference((x, W))
+    assert torch.equal(ref, (x.long() @ W.long().T).double())  # exact: |y| < 2**53

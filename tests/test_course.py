@@ -20,13 +20,13 @@ def test_environment_yml_uses_requirements():
 
 
 def test_cuda_toolkit_pin_matches_torch_wheel():
-    pins = dict(re.findall(r"^([\w\-\[\]]+)==(\S+)", (ROOT / "requirements.txt").read_text(), re.M))
+    pins = dict(re.findall(r"^([\w\-\[\],]+)==(\S+)", (ROOT / "requirements.txt").read_text(), re.M))
     torch_req = importlib.metadata.requires("torch") or []
     pinned = [r for r in torch_req if r.startswith("cuda-toolkit")]
     if importlib.metadata.version("torch").split("+")[0] != pins["torch"] or not pinned:
         pytest.skip(f"installed torch {importlib.metadata.version('torch')} is not the pinned {pins['torch']}")
     want = re.search(r"==([\d.]+)", pinned[0]).group(1)
-    assert pins["cuda-toolkit[nvcc]"] == want, f"torch {pins['torch']} pins cuda-toolkit {want}"
+    assert pins["cuda-toolkit[nvcc,cccl]"] == want, f"torch {pins['torch']} pins cuda-toolkit {want}"
 
 
 def test_toolchain_matches_torch():
@@ -137,6 +137,25 @@ def test_mismatched_nvcc_is_named(tmp_path, monkeypatch):
             toolchain.find()
     finally:
         toolchain.find.cache_clear()  # the next find() (after monkeypatch's undo) sees the real toolchain
+
+
+def test_toolkit_without_cccl_headers_is_named(tmp_path, monkeypatch):
+    """pip's nvcc without cuda-toolkit[cccl] compiles lessons 00-03 but not cuda_fp16.h: say so up front."""
+    import torch
+    home = tmp_path / "cuda-no-cccl"
+    (home / "bin").mkdir(parents=True)
+    (home / "include").mkdir()
+    (home / "include" / "cuda_runtime.h").write_text("")
+    nvcc = home / "bin" / "nvcc"
+    nvcc.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {torch.version.cuda}, V{torch.version.cuda}.1'\n")
+    nvcc.chmod(0o755)
+    monkeypatch.setattr(toolchain, "_candidates", lambda: [("pip", home)])
+    toolchain.find.cache_clear()
+    try:
+        with pytest.raises(toolchain.ToolchainError, match=r"no CCCL headers .*cuda-toolkit\[cccl\]"):
+            toolchain.find()
+    finally:
+        toolchain.find.cache_clear()
 
 
 def test_pinned_ninja_is_the_one_torch_runs():
