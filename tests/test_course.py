@@ -121,41 +121,32 @@ def test_problem_bind_rejects_bad_shapes():
     assert prob.flops((2, 3, 4)) == 48 and prob.bytes((2, 3, 4)) == (8 + 12 + 6) * 4
 
 
-def test_mismatched_nvcc_is_named(tmp_path, monkeypatch):
-    import torch
-    home = tmp_path / "cuda-old"
+def _fake_toolkit(home, version):
+    """A CUDA_HOME with headers but no CCCL, whose nvcc reports `version`."""
     (home / "bin").mkdir(parents=True)
     (home / "include").mkdir()
     (home / "include" / "cuda_runtime.h").write_text("")
     nvcc = home / "bin" / "nvcc"
-    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 11.8, V11.8.89'\n")
+    nvcc.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {version}, V{version}.1'\n")
     nvcc.chmod(0o755)
-    monkeypatch.setattr(toolchain, "_candidates", lambda: [("/opt/old", home)])
+    return home
+
+
+@pytest.mark.parametrize("version, source, error", [
+    ("11.8", "/opt/old", r"nvcc 11.8 at .* does not match torch's CUDA {cuda}"),
+    # pip's nvcc without cuda-toolkit[cccl] compiles lessons 00-03 but not cuda_fp16.h: say so up front
+    (None, "pip", r"no CCCL headers .*cuda-toolkit\[cccl\]"),
+], ids=["version mismatch", "no CCCL"])
+def test_unusable_toolkit_is_named(tmp_path, monkeypatch, version, source, error):
+    import torch
+    home = _fake_toolkit(tmp_path / "cuda", version or torch.version.cuda)
+    monkeypatch.setattr(toolchain, "_candidates", lambda: [(source, home)])
     toolchain.find.cache_clear()
     try:
-        with pytest.raises(toolchain.ToolchainError, match=rf"nvcc 11.8 at .* does not match torch's CUDA {torch.version.cuda}"):
+        with pytest.raises(toolchain.ToolchainError, match=error.format(cuda=torch.version.cuda)):
             toolchain.find()
     finally:
         toolchain.find.cache_clear()  # the next find() (after monkeypatch's undo) sees the real toolchain
-
-
-def test_toolkit_without_cccl_headers_is_named(tmp_path, monkeypatch):
-    """pip's nvcc without cuda-toolkit[cccl] compiles lessons 00-03 but not cuda_fp16.h: say so up front."""
-    import torch
-    home = tmp_path / "cuda-no-cccl"
-    (home / "bin").mkdir(parents=True)
-    (home / "include").mkdir()
-    (home / "include" / "cuda_runtime.h").write_text("")
-    nvcc = home / "bin" / "nvcc"
-    nvcc.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {torch.version.cuda}, V{torch.version.cuda}.1'\n")
-    nvcc.chmod(0o755)
-    monkeypatch.setattr(toolchain, "_candidates", lambda: [("pip", home)])
-    toolchain.find.cache_clear()
-    try:
-        with pytest.raises(toolchain.ToolchainError, match=r"no CCCL headers .*cuda-toolkit\[cccl\]"):
-            toolchain.find()
-    finally:
-        toolchain.find.cache_clear()
 
 
 def test_pinned_ninja_is_the_one_torch_runs():
