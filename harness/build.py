@@ -89,6 +89,20 @@ def source_path(lesson: int | str, name: str | None = None, solution: bool = Fal
     return p
 
 
+def load_python(lesson: int | str, name: str, *, solution: bool | None = None):
+    """Import lesson `lesson`'s Python exercise file `name`.py (yours in kernels/, or the solution),
+    fresh on every call so that edits show without restarting the notebook."""
+    import importlib.util
+    solution = use_solutions() if solution is None else solution
+    path = lesson_dir(lesson, solution) / f"{name}.py"
+    if not path.exists():
+        raise BuildError(f"{path} does not exist")
+    spec = importlib.util.spec_from_file_location(f"course_l{int(lesson):02d}_{name}_{'sol' if solution else 'ex'}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 # ----------------------------------------------------------------------------------------------
 # Parsing EXPORT declarations
 

@@ -3,7 +3,7 @@
 In a solution file an exercise is a region (in Markdown, the same words inside <!-- -->):
 
     // BEGIN EXERCISE 01.a: one thread per output element
-    //> // TODO: ... (lines starting with `//>` are the stub's text, uncommented)
+    //> // TODO: ... (lines starting with `//>`, or `#>` in Python, are the stub's text, uncommented)
     ...the solution's code (dropped from the stub)...
     // END EXERCISE
 
@@ -29,10 +29,11 @@ from pathlib import Path
 from .build import ROOT
 
 SOL, EX = ROOT / "solutions", ROOT / "kernels"
-# `//` comments in .cu files, `<!-- -->` in Markdown (the Nsight questions and their answers).
-BEGIN = re.compile(r"^\s*(?://|<!--)\s*BEGIN EXERCISE\s+(\S+?):?\s+(.*?)\s*(?:-->)?$")
-END = re.compile(r"^\s*(?://|<!--)\s*END EXERCISE\b")
-STUB = re.compile(r"^(\s*)//> ?(.*)$")
+# `//` comments in .cu files, `#` in .py files (stub lines `#>`), `<!-- -->` in Markdown (the Nsight
+# questions and their answers).
+BEGIN = re.compile(r"^\s*(?://|#|<!--)\s*BEGIN EXERCISE\s+(\S+?):?\s+(.*?)\s*(?:-->)?$")
+END = re.compile(r"^\s*(?://|#|<!--)\s*END EXERCISE\b")
+STUB = re.compile(r"^(\s*)(?://|#)> ?(.*)$")
 
 
 class ExerciseError(ValueError):
@@ -102,7 +103,7 @@ def _skeleton(text: str, path: Path):
 
 def pairs():
     for sol in sorted(SOL.rglob("*")):
-        if sol.is_file() and "__pycache__" not in sol.parts:
+        if sol.is_file() and "__pycache__" not in sol.parts and sol.suffix != ".pyc":
             yield sol, EX / sol.relative_to(SOL)
 
 

@@ -95,3 +95,10 @@ def test_grade_command_table(capsys):
 def test_grade_solutions_pass(capsys):
     assert grade.main(["0", "--solutions"]) == 0
     assert "1 passed, 0 failed" in capsys.readouterr().out
+
+
+def test_python_exercises_are_graded_without_a_gpu():
+    sol = grade.grade([5], solution=True)
+    assert [r[0] for r in sol] == ["05.a", "05.b", "05.c"] and all(r[3].ok for r in sol)
+    stub = grade.grade([5], solution=False)
+    assert not any(r[3].ok for r in stub) and all("not implemented yet" in r[3].text for r in stub)

@@ -1,0 +1,288 @@
+"""Weight and activation quantization formats: the PyTorch reference every quantized kernel is checked against.
+
+Weights are [N, K] (nn.Linear's layout); groups run along K, the reduction dimension, so one scale covers
+`group` consecutive weights of one output channel and a GEMM can apply it once per group.
+
+| format | stored | dequantized value |
+|---|---|---|
+| INT8 symmetric, per channel or group | q int8 in [-127, 127]; scale fp16 [N, K/g] | q · scale |
+| INT4 symmetric, group | q in [-8, 7], packed 8 per int32; scale fp16 | q · scale |
+| INT4 asymmetric, group | q in [0, 15], packed 8 per int32; scale fp16, zero uint8 | (q − zero) · scale |
+| NF4, block 64 (bitsandbytes) | 4-bit codebook index, 2 per uint8; absmax fp32 per block | NF4[idx] · absmax |
+| INT8 per-token activations | q int8 [M, K]; scale fp32 [M] | q · scale |
+
+INT4 bit order (documented once, used by every kernel): weight k of a row lives in int32 word k // 8, bits
+4·(k % 8) to 4·(k % 8) + 3: the low nibble holds the first of the eight. Signed values are stored as their
+4-bit two's complement (q & 0xF). NF4 follows bitsandbytes: two indices per byte, the first in the high nibble.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+INT8_MAX, INT4_MIN, INT4_MAX = 127, -8, 7
+
+
+def _check_weight(W: torch.Tensor, group: int, what: str):
+    if not isinstance(W, torch.Tensor) or W.dim() != 2:
+        raise ValueError(f"{what}: W must be a 2-D [N, K] tensor, got {getattr(W, 'shape', type(W).__name__)}")
+    if not W.is_floating_point():
+        raise TypeError(f"{what}: W must be floating point, got {W.dtype}")
+    if group <= 0 or W.shape[1] % group:
+        raise ValueError(f"{what}: K = {W.shape[1]} is not a multiple of the group size {group}; "
+                         f"pad K to a multiple of {group} (with zero weights) or choose a group that divides it")
+    if not torch.isfinite(W).all():
+        raise ValueError(f"{what}: W contains NaN or inf; a scale computed from it would poison its whole group")
+
+
+def _groups(W: torch.Tensor, group: int) -> torch.Tensor:
+    """[N, K] → [N, K/group, group] in float32."""
+    N, K = W.shape
+    return W.float().reshape(N, K // group, group)
+
+
+# ----------------------------------------------------------------------------------------------
+# INT8, symmetric
+
+@dataclass
+class Int8Weight:
+    q: torch.Tensor       # int8 [N, K]
+    scale: torch.Tensor   # fp16 [N, K / group]
+    group: int
+
+    def dequantize(self) -> torch.Tensor:
+        N, K = self.q.shape
+        return (_groups(self.q, self.group) * self.scale.float()[..., None]).reshape(N, K)
+
+    def nbytes(self) -> int:
+        return self.q.numel() + self.scale.numel() * 2
+
+
+def quantize_int8(W: torch.Tensor, group: int | None = None) -> Int8Weight:
+    """Symmetric INT8: per output channel (group=None: one scale per row) or per `group` weights along K.
+    scale = absmax / 127, q = round(w / scale), so the largest weight of a group maps to ±127 exactly."""
+    group = W.shape[1] if group is None and isinstance(W, torch.Tensor) and W.dim() == 2 else group
+    _check_weight(W, group, "quantize_int8")
+    g = _groups(W, group)
+    scale = (g.abs().amax(dim=-1) / INT8_MAX).to(torch.float16)
+    s = scale.float().clamp_min(torch.finfo(torch.float16).tiny)[..., None]  # an all-zero group stays zero
+    q = torch.round(g / s).clamp(-INT8_MAX, INT8_MAX).to(torch.int8)
+    return Int8Weight(q.reshape(W.shape), scale, group)
+
+
+# ----------------------------------------------------------------------------------------------
+# INT4: packing, symmetric and asymmetric
+
+def pack_int4(q: torch.Tensor) -> torch.Tensor:
+    """[N, K] integers in [-8, 15] → int32 [N, K/8]; weight k in bits 4·(k % 8) of word k // 8."""
+    if q.dim() != 2 or q.shape[1] % 8:
+        raise ValueError(f"pack_int4: need [N, K] with K a multiple of 8, got {tuple(q.shape)}")
+    if q.numel() and (int(q.min()) < INT4_MIN or int(q.max()) > 15):
+        raise ValueError("pack_int4: values must fit in 4 bits (signed -8..7 or unsigned 0..15)")
+    nib = (q.to(torch.int64) & 0xF).reshape(q.shape[0], -1, 8)
+    shifts = torch.arange(0, 32, 4, dtype=torch.int64, device=q.device)
+    words = (nib << shifts).sum(dim=-1)  # disjoint bits: the sum is the bitwise or
+    return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+
+
+def unpack_int4(packed: torch.Tensor, signed: bool = True) -> torch.Tensor:
+    """int32 [N, K/8] → int8 [N, K]: the inverse of pack_int4 (sign-extended when signed)."""
+    shifts = torch.arange(0, 32, 4, dtype=torch.int64, device=packed.device)
+    nib = (packed.to(torch.int64)[..., None] >> shifts) & 0xF
+    if signed:
+        nib = torch.where(nib >= 8, nib - 16, nib)
+    return nib.reshape(packed.shape[0], -1).to(torch.int8)
+
+
+@dataclass
+class Int4Weight:
+    packed: torch.Tensor              # int32 [N, K / 8]
+    scale: torch.Tensor               # fp16 [N, K / group]
+    group: int
+    zero: torch.Tensor | None = None  # uint8 [N, K / group] for the asymmetric format
+
+    @property
+    def symmetric(self) -> bool:
+        return self.zero is None
+
+    def dequantize(self) -> torch.Tensor:
+        q = unpack_int4(self.packed, signed=self.symmetric).float()
+        N, K = q.shape
+        g = q.reshape(N, K // self.group, self.group)
+        if self.zero is not None:
+            g = g - self.zero.float()[..., None]
+        return (g * self.scale.float()[..., None]).reshape(N, K)
+
+    def nbytes(self) -> int:
+        return self.packed.numel() * 4 + self.scale.numel() * 2 + (0 if self.zero is None else self.zero.numel())
+
+
+def quantize_int4(W: torch.Tensor, group: int = 128, symmetric: bool = True) -> Int4Weight:
+    """INT4 per `group` weights along K.
+    symmetric: scale = absmax / 7, q = clamp(round(w / scale), -8, 7);
+    asymmetric: scale = (max − min) / 15, zero = round(−min / scale), q = clamp(round(w / scale) + zero, 0, 15),
+    which spends all 16 levels on the group's actual range."""
+    _check_weight(W, group, "quantize_int4")
+    if group % 8:
+        raise ValueError(f"quantize_int4: the group size ({group}) must be a multiple of 8, one int32 word")
+    g = _groups(W, group)
+    tiny = torch.finfo(torch.float16).tiny
+    if symmetric:
+        scale = (g.abs().amax(dim=-1) / INT4_MAX).to(torch.float16)
+        q = torch.round(g / scale.float().clamp_min(tiny)[..., None]).clamp(INT4_MIN, INT4_MAX)
+        return Int4Weight(pack_int4(q.reshape(W.shape).to(torch.int8)), scale, group)
+    lo, hi = g.amin(dim=-1).clamp(max=0), g.amax(dim=-1).clamp(min=0)  # the range always contains 0
+    scale = ((hi - lo) / 15).to(torch.float16)
+    s = scale.float().clamp_min(tiny)
+    zero = torch.round(-lo / s).clamp(0, 15)
+    q = (torch.round(g / s[..., None]) + zero[..., None]).clamp(0, 15)
+    return Int4Weight(pack_int4(q.reshape(W.shape).to(torch.int16)), scale, group, zero.to(torch.uint8))
+
+
+# ----------------------------------------------------------------------------------------------
+# NF4 (QLoRA's 4-bit NormalFloat, bitsandbytes' layout)
+
+def nf4_codebook(offset: float = 0.9677083) -> torch.Tensor:
+    """The 16 NF4 values, built as in Dettmers et al., QLoRA (2023), section 3 and bitsandbytes'
+    create_normal_map: 8 positive and 7 negative quantiles of N(0, 1), an exact zero, normalised to
+    [-1, 1]. `offset` is the outermost quantile bitsandbytes uses."""
+    pos = torch.special.ndtri(torch.linspace(offset, 0.5, 9, dtype=torch.float64)[:-1])
+    neg = -torch.special.ndtri(torch.linspace(offset, 0.5, 8, dtype=torch.float64)[:-1])
+    v = torch.cat([pos, torch.zeros(1, dtype=torch.float64), neg]).sort().values
+    return (v / v.abs().max()).float()
+
+
+NF4 = nf4_codebook()
+
+
+@dataclass
+class NF4Weight:
+    packed: torch.Tensor   # uint8 [N·K / 2]: two indices per byte, the first in the high nibble
+    absmax: torch.Tensor   # fp32 [N·K / block]
+    shape: tuple
+    block: int = 64
+
+    def indices(self) -> torch.Tensor:
+        return torch.stack([self.packed >> 4, self.packed & 0xF], dim=-1).reshape(-1)
+
+    def dequantize(self) -> torch.Tensor:
+        v = NF4.to(self.packed.device)[self.indices().long()].reshape(-1, self.block)
+        return (v * self.absmax[:, None]).reshape(self.shape)
+
+    def nbytes(self) -> int:
+        return self.packed.numel() + self.absmax.numel() * 4
+
+
+def quantize_nf4(W: torch.Tensor, block: int = 64) -> NF4Weight:
+    """NF4 with one absmax per `block` consecutive weights (of the flattened row-major W, as bitsandbytes
+    does; with K a multiple of `block` a block never crosses a row): index = the nearest codebook value
+    to w / absmax."""
+    _check_weight(W, block, "quantize_nf4")
+    b = W.float().reshape(-1, block)
+    absmax = b.abs().amax(dim=-1)
+    x = b / absmax.clamp_min(torch.finfo(torch.float32).tiny)[:, None]
+    cb = NF4.to(W.device)
+    mid = (cb[1:] + cb[:-1]) / 2  # decision boundaries between neighbouring codebook values
+    idx = torch.bucketize(x.reshape(-1), mid).to(torch.uint8)
+    packed = (idx[0::2] << 4) | idx[1::2]
+    return NF4Weight(packed, absmax, tuple(W.shape), block)
+
+
+# ----------------------------------------------------------------------------------------------
+# Activations: per-token INT8 (the A in W8A8)
+
+def quantize_per_token_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [M, K] → (q int8 [M, K], scale fp32 [M]): one scale per row (token), computed at run time,
+    scale = absmax(row) / 127."""
+    if not isinstance(x, torch.Tensor) or x.dim() != 2 or not x.is_floating_point():
+        raise ValueError(f"quantize_per_token_int8: x must be a 2-D floating-point [M, K] tensor, got "
+                         f"{getattr(x, 'dtype', type(x).__name__)} {tuple(getattr(x, 'shape', ()))}")
+    xf = x.float()
+    scale = xf.abs().amax(dim=1) / INT8_MAX
+    q = torch.round(xf / scale.clamp_min(torch.finfo(torch.float32).tiny)[:, None]).clamp(-INT8_MAX, INT8_MAX)
+    return q.to(torch.int8), scale
+
+
+# ----------------------------------------------------------------------------------------------
+# Measuring a format
+
+def rel_error(approx: torch.Tensor, exact: torch.Tensor) -> float:
+    """‖approx − exact‖ / ‖exact‖ in float64."""
+    a, e = approx.double(), exact.double()
+    return float((a - e).norm() / e.norm())
+
+
+def bits_per_weight(qw, numel: int) -> float:
+    """Storage of a quantized weight, scales and zero points included, in bits per weight."""
+    return 8 * qw.nbytes() / numel
+
+
+# ----------------------------------------------------------------------------------------------
+# Checking lesson 05's exercises against the reference
+
+@dataclass
+class FormatCheck:
+    exercise: str
+    ok: bool
+    message: str
+
+    def __str__(self):
+        return f"{'PASS' if self.ok else 'FAIL'}  {self.exercise}: {self.message}"
+
+
+def _first_diff(got: torch.Tensor, want: torch.Tensor) -> str:
+    if got.shape != want.shape:
+        return f"shape {tuple(got.shape)}, expected {tuple(want.shape)}"
+    if got.dtype != want.dtype:
+        return f"dtype {got.dtype}, expected {want.dtype}"
+    bad = (got != want).nonzero()
+    n = bad.shape[0]
+    i = tuple(bad[0].tolist())
+    return f"{n:,} of {got.numel():,} values differ; first at {list(i)}: got {got[i].item()}, expected {want[i].item()}"
+
+
+def check_formats(mod, seed: int | None = None) -> list[FormatCheck]:
+    """Check lesson 05's exercise functions (module `mod`) against this module, on fresh random inputs
+    (outlier columns, an all-zero group, K = 384 so groups of 128 are not the whole row)."""
+    gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little") if seed is None else seed)
+    W = torch.randn(48, 384, generator=gen)
+    W[:, ::37] *= 8  # outlier columns, as real weight matrices have
+    W[3, 128:256] = 0.0
+    out = []
+
+    def run(ex, fn):
+        try:
+            msg = fn()
+            out.append(FormatCheck(ex, msg is None, msg or "matches the reference exactly"))
+        except NotImplementedError as e:
+            out.append(FormatCheck(ex, False, f"not implemented yet ({e})"))
+        except Exception as e:  # a learner's bug: report it, keep checking the others
+            out.append(FormatCheck(ex, False, f"raised {type(e).__name__}: {e}"))
+
+    def int8():
+        ref = quantize_int8(W, 128)
+        q, scale = mod.quantize_int8_groupwise(W, 128)
+        if not torch.equal(scale, ref.scale):
+            return "scales: " + _first_diff(scale, ref.scale)
+        if not torch.equal(q, ref.q):
+            return "q: " + _first_diff(q, ref.q)
+
+    def int4():
+        q = torch.randint(INT4_MIN, INT4_MAX + 1, (16, 64), dtype=torch.int8, generator=gen)
+        got, want = mod.pack_int4(q), pack_int4(q)
+        if not torch.equal(got, want):
+            return _first_diff(got, want) + " (check the nibble order and the sign wrap)"
+
+    def nf4():
+        x = torch.cat([torch.rand(4000, generator=gen) * 2 - 1, NF4, (NF4[1:] + NF4[:-1]) / 2])
+        got = mod.nf4_index(x)
+        want = torch.bucketize(x, (NF4[1:] + NF4[:-1]) / 2).to(torch.uint8)
+        if not torch.equal(got, want):
+            return _first_diff(got, want)
+
+    run("05.a quantize_int8_groupwise", int8)
+    run("05.b pack_int4", int4)
+    run("05.c nf4_index", nf4)
+    return out

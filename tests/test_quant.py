@@ -1,0 +1,146 @@
+"""The quantization formats (harness.quant) on the CPU: round trips within their error bounds, the
+documented bit orders, the NF4 codebook, clear errors on bad input, and lesson 05's exercises."""
+import pytest
+import torch
+
+from harness import build, quant
+
+
+def weights(n=64, k=512, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    W = torch.randn(n, k, generator=g)
+    W[:, ::37] *= 8  # outlier columns
+    return W
+
+
+@pytest.mark.parametrize("group", [None, 128, 64])
+def test_int8_round_trip_within_half_a_step(group):
+    W = weights()
+    qw = quant.quantize_int8(W, group)
+    g = qw.group
+    assert qw.q.dtype == torch.int8 and qw.scale.dtype == torch.float16 and qw.scale.shape == (64, 512 // g)
+    assert int(qw.q.abs().max()) <= 127
+    step = qw.scale.float().repeat_interleave(g, dim=1)
+    assert ((qw.dequantize() - W).abs() <= step / 2 + 1e-6).all()
+    # the largest weight of each group lands on ±127 (up to the fp16 rounding of its scale)
+    assert (qw.q.reshape(64, -1, g).abs().amax(-1) >= 126).all()
+
+
+def test_int4_bit_order_is_low_nibble_first():
+    q = torch.tensor([[1, 2, 3, 4, 5, 6, 7, -8]], dtype=torch.int8)
+    word = quant.pack_int4(q)
+    assert word.dtype == torch.int32 and word.shape == (1, 1)
+    assert word.item() & 0xFFFFFFFF == 0x87654321
+    assert torch.equal(quant.unpack_int4(word), q)
+
+
+def test_int4_pack_round_trip_and_range_errors():
+    g = torch.Generator().manual_seed(1)
+    q = torch.randint(-8, 8, (5, 40), dtype=torch.int8, generator=g)
+    assert torch.equal(quant.unpack_int4(quant.pack_int4(q)), q)
+    u = torch.randint(0, 16, (5, 40), dtype=torch.int16, generator=g)
+    assert torch.equal(quant.unpack_int4(quant.pack_int4(u), signed=False).to(torch.int16), u)
+    with pytest.raises(ValueError, match="multiple of 8"):
+        quant.pack_int4(q[:, :36])
+    with pytest.raises(ValueError, match="4 bits"):
+        quant.pack_int4(q.to(torch.int16) * 4)
+
+
+@pytest.mark.parametrize("symmetric", [True, False], ids=["symmetric", "asymmetric"])
+def test_int4_round_trip_within_half_a_step(symmetric):
+    W = weights()
+    qw = quant.quantize_int4(W, 128, symmetric=symmetric)
+    assert qw.packed.shape == (64, 64) and qw.scale.shape == (64, 4)
+    step = qw.scale.float().repeat_interleave(128, dim=1)
+    # asymmetric: the zero point is rounded too, which can add up to half a step at the range's ends
+    bound = step / 2 if symmetric else step
+    assert ((qw.dequantize() - W).abs() <= bound + 1e-6).all()
+    if not symmetric:
+        assert qw.zero.dtype == torch.uint8 and int(qw.zero.max()) <= 15
+
+
+def test_asymmetric_int4_beats_symmetric_on_one_sided_groups():
+    W = weights().abs()  # all-positive groups: symmetric wastes the 8 negative levels
+    sym = quant.rel_error(quant.quantize_int4(W, 128).dequantize(), W)
+    asym = quant.rel_error(quant.quantize_int4(W, 128, symmetric=False).dequantize(), W)
+    assert asym < 0.6 * sym
+
+
+def test_nf4_codebook_matches_bitsandbytes():
+    # bitsandbytes' NF4 table (functional.py, get_4bit_type("nf4")), the values of the QLoRA paper
+    published = [-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,
+                 -0.18477343022823334, -0.09105003625154495, 0.0, 0.07958029955625534, 0.16093020141124725,
+                 0.24611230194568634, 0.33791524171829224, 0.44070982933044434, 0.5626170039176941,
+                 0.7229568362236023, 1.0]
+    assert torch.allclose(quant.NF4.double(), torch.tensor(published, dtype=torch.float64), atol=1e-6)
+
+
+def test_nf4_round_trip_and_layout():
+    W = weights(32, 256)
+    qw = quant.quantize_nf4(W)
+    assert qw.packed.dtype == torch.uint8 and qw.packed.numel() == W.numel() // 2
+    assert qw.absmax.shape == (W.numel() // 64,)
+    idx = qw.indices().reshape(W.shape)
+    assert int(idx[0, 0]) == int(qw.packed[0]) >> 4 and int(idx[0, 1]) == int(qw.packed[0]) & 0xF
+    gaps = (quant.NF4[1:] - quant.NF4[:-1]).max() / 2
+    am = qw.absmax.repeat_interleave(64).reshape(W.shape)
+    assert ((qw.dequantize() - W).abs() <= gaps * am + 1e-6).all()
+
+
+def test_per_token_int8():
+    x = torch.randn(7, 300) * torch.linspace(0.1, 10, 7)[:, None]
+    q, s = quant.quantize_per_token_int8(x)
+    assert q.dtype == torch.int8 and s.shape == (7,)
+    assert ((q.float() * s[:, None] - x).abs() <= s[:, None] / 2 + 1e-6).all()
+    with pytest.raises(ValueError, match="2-D floating-point"):
+        quant.quantize_per_token_int8(q)
+
+
+def test_all_zero_group_stays_zero_without_nan():
+    W = weights()
+    W[5, 128:256] = 0
+    for qw in (quant.quantize_int8(W, 128), quant.quantize_int4(W, 128), quant.quantize_int4(W, 128, False),
+               quant.quantize_nf4(W)):
+        d = qw.dequantize()
+        assert torch.isfinite(d).all() and (d[5, 128:256] == 0).all(), type(qw).__name__
+
+
+def test_bad_weights_get_clear_errors():
+    W = weights()
+    with pytest.raises(ValueError, match="not a multiple of the group size 128"):
+        quant.quantize_int4(W[:, :500], 128)
+    with pytest.raises(ValueError, match="2-D"):
+        quant.quantize_int8(W[0], 128)
+    with pytest.raises(TypeError, match="floating point"):
+        quant.quantize_int8(W.to(torch.int32), 128)
+    bad = W.clone()
+    bad[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        quant.quantize_nf4(bad)
+
+
+def test_bits_per_weight():
+    W = weights(128, 1024)
+    assert quant.bits_per_weight(quant.quantize_int8(W, 128), W.numel()) == 8 + 16 / 128
+    assert quant.bits_per_weight(quant.quantize_int4(W, 128), W.numel()) == 4 + 16 / 128
+    assert quant.bits_per_weight(quant.quantize_int4(W, 128, False), W.numel()) == 4 + 24 / 128
+    assert quant.bits_per_weight(quant.quantize_nf4(W), W.numel()) == 4 + 32 / 64
+
+
+def test_lesson05_solutions_pass_and_stubs_fail_helpfully():
+    sol = quant.check_formats(build.load_python(5, "formats", solution=True))
+    assert all(r.ok for r in sol), "\n".join(map(str, sol))
+    stub = quant.check_formats(build.load_python(5, "formats", solution=False))
+    assert not any(r.ok for r in stub)
+    assert all("not implemented yet (exercise 05." in r.message for r in stub), "\n".join(map(str, stub))
+
+
+def test_format_check_names_the_first_difference():
+    class Wrong:  # a pack with the nibbles in the opposite order
+        @staticmethod
+        def pack_int4(q):
+            return quant.pack_int4(q.flip(1).reshape(q.shape[0], -1, 8).flip(1).reshape(q.shape))
+    res = {r.exercise: r for r in quant.check_formats(Wrong)}
+    r = res["05.b pack_int4"]
+    assert not r.ok and "differ; first at" in r.message and "nibble order" in r.message
+    assert "raised AttributeError" in res["05.a quantize_int8_groupwise"].message
