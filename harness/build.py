@@ -89,6 +89,22 @@ def source_path(lesson: int | str, name: str | None = None, solution: bool = Fal
     return p
 
 
+def prebuild(lesson: int | str, name: str, flag_sets: dict, *, solution: bool = True) -> dict:
+    """Compile one kernel file under several -D flag sets in parallel child processes (for tuning
+    sweeps); later load() calls with the same flags hit the cache. Returns {variant: error text} for
+    the builds that failed."""
+    import concurrent.futures as cf
+
+    def one(flags):
+        code = (f"from harness import build; build.load({int(lesson)}, {name!r}, solution={solution}, "
+                f"extra_cuda_flags={list(flags)!r})")
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+
+    with cf.ThreadPoolExecutor(max(1, min(len(flag_sets), os.cpu_count() or 1))) as ex:
+        done = dict(zip(flag_sets, ex.map(one, flag_sets.values())))
+    return {k: r.stderr[-2000:] for k, r in done.items() if r.returncode}
+
+
 def load_python(lesson: int | str, name: str, *, solution: bool | None = None):
     """Import lesson `lesson`'s Python exercise file `name`.py (yours in kernels/, or the solution),
     fresh on every call so that edits show without restarting the notebook."""

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .problems import Linear, ScaleAdd
+from .problems import DequantW8, GemvLinear, Linear, ScaleAdd, W8A16Linear
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,9 @@ class Kernel:
 FP32 = Linear()
 FP16 = Linear(torch.float16, torch.float16, "linear_f16")
 INT8 = Linear(torch.int8, torch.int32, "linear_s8")
+GEMV_F16 = GemvLinear(torch.float16, torch.float16, "gemv_f16")
+W8A16 = W8A16Linear()
+DEQUANT_W8 = DequantW8()
 
 KERNELS = [
     Kernel(0, "scale_add", "scale_add", ScaleAdd(), ("00.a",), "scale_add"),
@@ -38,6 +41,9 @@ KERNELS = [
     Kernel(4, "tc_gemm", "gemm_wmma_s8", INT8, ("04.a",), "04 WMMA INT8"),
     Kernel(4, "tc_gemm", "gemm_mma_f16", FP16, ("04.b",), "04 mma.sync FP16"),
     Kernel(4, "tc_gemm", "gemm_mma_s8", INT8, ("04.b",), "04 mma.sync INT8"),
+    Kernel(6, "w8a16", "gemv_w8a16", W8A16, ("06.a", "06.b"), "06 fused W8A16 GEMV"),
+    Kernel(6, "w8a16", "gemv_f16", GEMV_F16, ("06.b",), "06 FP16 GEMV"),
+    Kernel(6, "w8a16", "dequant_w8", DEQUANT_W8, ("06.a",), "06 dequantize INT8 to FP16"),
 ]
 
 

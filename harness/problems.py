@@ -174,3 +174,153 @@ class ScaleAdd:
 
     def call(self, op, inputs, out):
         op(*inputs, out=out)
+
+
+@dataclass
+class GemvLinear(Linear):
+    """Linear for kernels that read rows of W in blocks along K: K must be a multiple of `k_multiple`
+    (lesson 06's GEMV: 64, four lanes' 16-weight pieces)."""
+    k_multiple: int = 64
+    check_shapes: tuple = ((1, 67, 128), (17, 33, 64), (127, 255, 1024), (1, 1024, 256), (3, 129, 4096),
+                           (16, 512, 384), (200, 100, 4160))
+
+    def bind(self, launcher, name: str | None = None):
+        inner = super().bind(launcher, name)
+
+        def op(x, W, out=None):
+            K = x.shape[-1] if isinstance(x, torch.Tensor) else None
+            if K is not None and K % self.k_multiple:
+                raise ValueError(f"{op.__name__}: K = {K} is not a multiple of {self.k_multiple}; this kernel "
+                                 f"reads W in {self.k_multiple}-wide blocks along K (pad K with zeros)")
+            return inner(x, W, out=out)
+
+        op.__name__ = inner.__name__
+        return op
+
+
+def _need(t, dtype, shape, what, name):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: {what} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != dtype:
+        raise TypeError(f"{name}: {what} must be {dtype}, got {t.dtype}")
+    if tuple(t.shape) != tuple(shape):
+        raise ValueError(f"{name}: {what} must have shape {tuple(shape)}, got {tuple(t.shape)}")
+
+
+@dataclass
+class W8A16Linear(Linear):
+    """y[M, N] = x[M, K] · Ŵᵀ with Ŵ = q · scale: INT8 weights q [N, K], FP16 scales [N, K/group]
+    (harness.quant.quantize_int8's format), FP16 activations and output.
+
+    Kernel launchers have the form `fn(x, q, scales, y, M, N, K)`."""
+    in_dtype: torch.dtype = torch.float16
+    out_dtype: torch.dtype = torch.float16
+    name: str = "w8a16"
+    # M over 1..17, 31, 64, 127, 256; N not a multiple of anything; K a multiple of the group (the format's rule)
+    check_shapes: tuple = ((1, 1000, 384), (2, 33, 128), (3, 4097, 1152), (4, 256, 4096), (5, 64, 256),
+                           (7, 130, 640), (8, 1024, 2048), (11, 96, 896), (16, 1024, 2048), (17, 333, 512),
+                           (31, 500, 640), (64, 256, 1024), (127, 129, 256), (256, 64, 384))
+    group: int = 128
+
+    def bytes(self, shape):
+        """x, the INT8 weights and their FP16 scales read once, y written once."""
+        M, N, K = shape
+        return 2 * M * K + N * K + 2 * N * (K // self.group) + 2 * M * N
+
+    def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
+        from . import quant
+        M, N, K = shape
+        x = torch.randn(M, K, generator=gen, device=device).half()
+        W = torch.randn(N, K, generator=gen, device=device) / K ** 0.5
+        qw = quant.quantize_int8(W, self.group)
+        return x, qw.q, qw.scale
+
+    def reference(self, inputs):
+        x, q, s = inputs
+        W = q.double() * s.double().repeat_interleave(self.group, dim=1)
+        return x.double() @ W.T
+
+    def bind(self, launcher, name: str | None = None):
+        prob = self
+
+        def op(x, q, scales, out=None):
+            _need_2d(x, "x [M, K]", op.__name__)
+            _need_2d(q, "q [N, K]", op.__name__)
+            M, K = x.shape
+            N = q.shape[0]
+            if q.shape[1] != K:
+                raise ValueError(f"{op.__name__}: x is [M={M}, K={K}] but q is {list(q.shape)}; q must be [N, K]")
+            if K % prob.group:
+                raise ValueError(f"{op.__name__}: K = {K} is not a multiple of the group size {prob.group}: the "
+                                 f"format has one scale per {prob.group} weights along K (pad K with zero weights)")
+            _need(x, torch.float16, (M, K), "x", op.__name__)
+            _need(q, torch.int8, (N, K), "q", op.__name__)
+            _need(scales, torch.float16, (N, K // prob.group), "scales", op.__name__)
+            if out is None:
+                out = torch.empty(M, N, dtype=torch.float16, device=x.device)
+            elif tuple(out.shape) != (M, N):
+                raise ValueError(f"{op.__name__}: out must be [M={M}, N={N}], got {tuple(out.shape)}")
+            if M and N:
+                launcher(x, q, scales, out, M, N, K)
+            return out
+
+        op.__name__ = name or getattr(launcher, "__name__", "w8a16_op")
+        return op
+
+    def call(self, op, inputs, out):
+        op(*inputs, out=out)
+
+
+@dataclass
+class DequantW8:
+    """W[N, K] = q · scale in FP16 (the unfused route's first kernel). Launchers: `fn(q, scales, W, N, K)`."""
+    group: int = 128
+    name: str = "dequant_w8"
+    ceiling: str = "fp16"
+    in_dtype: torch.dtype = torch.int8
+    out_dtype: torch.dtype = torch.float16
+    check_shapes: tuple = ((1, 128), (33, 384), (1000, 1152), (4096, 4096))
+
+    def describe(self, shape):
+        return f"N={shape[0]} K={shape[1]}"
+
+    def flops(self, shape):
+        return shape[0] * shape[1]
+
+    def bytes(self, shape):
+        N, K = shape
+        return N * K + 2 * N * (K // self.group) + 2 * N * K
+
+    def out_shape(self, shape):
+        return tuple(shape)
+
+    def make_inputs(self, shape, gen=None, device="cuda"):
+        _, q, s = W8A16Linear(group=self.group).make_inputs((1, *shape), gen, device)
+        return q, s
+
+    def reference(self, inputs):
+        q, s = inputs
+        return q.double() * s.double().repeat_interleave(self.group, dim=1)
+
+    def bind(self, launcher, name=None):
+        prob = self
+
+        def op(q, scales, out=None):
+            _need_2d(q, "q [N, K]", op.__name__)
+            N, K = q.shape
+            if K % prob.group:
+                raise ValueError(f"{op.__name__}: K = {K} is not a multiple of the group size {prob.group}")
+            _need(q, torch.int8, (N, K), "q", op.__name__)
+            _need(scales, torch.float16, (N, K // prob.group), "scales", op.__name__)
+            out = torch.empty(N, K, dtype=torch.float16, device=q.device) if out is None else out
+            if tuple(out.shape) != (N, K):
+                raise ValueError(f"{op.__name__}: out must be [N={N}, K={K}], got {tuple(out.shape)}")
+            if out.numel():
+                launcher(q, scales, out, N, K)
+            return out
+
+        op.__name__ = name or getattr(launcher, "__name__", "dequant_op")
+        return op
+
+    def call(self, op, inputs, out):
+        op(*inputs, out=out)

@@ -98,3 +98,33 @@ def test_int8_linear_inputs_span_the_int8_range_and_reference_is_exact():
     assert int(x.min()) == -128 and int(x.max()) == 127  # 262k draws cover both ends
     ref = catalog.INT8.reference((x, W))
     assert torch.equal(ref, (x.long() @ W.long().T).double())  # exact: |y| < 2**53
+
+
+def test_w8a16_problem_rejects_bad_input_before_any_launch():
+    from harness import catalog
+
+    def never(*a):
+        raise AssertionError("the launcher must not be reached")
+
+    op = catalog.W8A16.bind(never, "w8a16")
+    x = torch.zeros(2, 256, dtype=torch.float16)
+    q = torch.zeros(8, 256, dtype=torch.int8)
+    s = torch.zeros(8, 2, dtype=torch.float16)
+    with pytest.raises(ValueError, match="not a multiple of the group size 128"):
+        op(x[:, :200], q[:, :200], s)
+    with pytest.raises(TypeError, match="q must be torch.int8"):
+        op(x, q.to(torch.int16), s)
+    with pytest.raises(ValueError, match=r"scales must have shape \(8, 2\)"):
+        op(x, q, s[:, :1])
+    with pytest.raises(ValueError, match="q must be \\[N, K\\]"):
+        op(x, q[:, :128], s)
+    with pytest.raises(ValueError, match="not a multiple of 64"):
+        catalog.GEMV_F16.bind(never, "gemv")(x[:, :100], torch.zeros(8, 100, dtype=torch.float16))
+
+
+def test_w8a16_reference_is_the_dequantized_product():
+    from harness import catalog, quant
+    x, q, s = catalog.W8A16.make_inputs((3, 16, 256), device="cpu")
+    W = quant.Int8Weight(q, s, 128).dequantize().double()
+    assert torch.allclose(catalog.W8A16.reference((x, q, s)), x.double() @ W.T)
+    assert catalog.W8A16.bytes((1, 16, 256)) == 2 * 256 + 16 * 256 + 2 * 16 * 2 + 2 * 16

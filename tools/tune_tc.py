@@ -5,8 +5,6 @@ each, and time them against cuBLAS FP16 and torch._int_mm in one run.
 
 A configuration is block tile width, shared tile depth in bytes, pipeline stages (see tc_gemm.cu).
 What the sweeps found is in NOTES.md."""
-import concurrent.futures as cf
-import subprocess
 import sys
 
 from harness import bench, build, catalog, check
@@ -22,16 +20,8 @@ if extra:
     VARIANTS = {"command line " + " ".join(extra): extra}
 sizes = [int(s) for s in sys.argv[1:] if s.isdigit()] or [4096, 8192]
 
-
-def prebuild(flags):  # compile in parallel child processes; the parent then loads from the cache
-    code = f"from harness import build; build.load(4, 'tc_gemm', solution=True, extra_cuda_flags={flags!r})"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-
-
-with cf.ThreadPoolExecutor(len(VARIANTS)) as ex:
-    for name, r in zip(VARIANTS, ex.map(prebuild, VARIANTS.values())):
-        if r.returncode:
-            print(f"build {name} failed:\n{r.stderr[-2000:]}")
+for name, err in build.prebuild(4, "tc_gemm", VARIANTS).items():  # in parallel; loads below hit the cache
+    print(f"build {name} failed:\n{err}")
 
 for prob, dt, base_name, base in ((catalog.FP16, "f16", "cuBLAS FP16", torch_linear),
                                   (catalog.INT8, "s8", "torch._int_mm", torch_int_mm)):

@@ -1,0 +1,85 @@
+"""Lesson 06 measurements: W8A16 (INT8 weights, group 128) four ways, against FP16 cuBLAS, at decode and
+small-batch shapes, weights rotated past L2. With --record the rows go to results/06.json (COURSE_RECORD=1
+for the shipped file).
+
+    python tools/bench_w8a16.py [--m 1 4 16 64 256] [--exercises] [--record]
+
+(a) unfused Python: dequantize with PyTorch ops (FP32 intermediate), then matmul
+(b) unfused cuBLAS: our dequantize kernel writes FP16 W, then cuBLAS (F.linear)
+(c) separate CUDA: our dequantize kernel, then our FP16 GEMV (M <= 16) or lesson 04's mma.sync GEMM
+(d) fused: dequantize in registers inside the GEMV; no FP16 W in memory
+"""
+import argparse
+import math
+
+import torch
+
+from harness import bench, build, catalog, results, roofline
+
+SHAPES_KN = [(4096, 4096), (4096, 14336), (14336, 4096), (8192, 8192)]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--m", type=int, nargs="+", default=[1, 4, 16, 64, 256])
+    ap.add_argument("--exercises", action="store_true", help="time your kernels/ files, not the solutions")
+    ap.add_argument("--record", action="store_true")
+    a = ap.parse_args()
+    mod = build.load(6, "w8a16", solution=not a.exercises)
+    tc = build.load(4, "tc_gemm", solution=not a.exercises)
+    prob = catalog.W8A16
+    fused = prob.bind(mod.gemv_w8a16)
+    dequant = catalog.DEQUANT_W8.bind(mod.dequant_w8)
+    gemv16 = catalog.GEMV_F16.bind(mod.gemv_f16)
+    gemm16 = catalog.FP16.bind(tc.gemm_mma_f16)
+    bw = roofline.ceilings()["copy_GBps"]
+
+    def unfused_python(x, q, s):
+        N, K = q.shape
+        W = (q.float().view(N, -1, prob.group) * s.float()[..., None]).view(N, K).half()
+        return x @ W.T
+
+    def unfused_cublas(x, q, s):
+        return torch.nn.functional.linear(x, dequant(q, s))
+
+    def separate_cuda(x, q, s):
+        W = dequant(q, s)
+        return gemv16(x, W) if x.shape[0] <= 16 else gemm16(x, W)
+
+    def int8pack(x, q, s):  # torch's INT8 weight-only kernel; per-channel scales (a different format): timed only
+        return torch._weight_int8pack_mm(x, q, s[:, 0].contiguous())
+
+    rows = []
+    for K, N in SHAPES_KN:
+        for M in a.m:
+            shape = (M, N, K)
+            sets = bench.input_sets(prob, shape)
+            w16 = {id(s[1]): dequant(s[1], s[2]) for s in sets}  # the FP16 baseline's own weights, made before timing
+            ops = {"cuBLAS FP16 (FP16 weights)": lambda x, q, s: torch.nn.functional.linear(x, w16[id(q)]),
+                   "(a) unfused Python": unfused_python, "(b) unfused cuBLAS": unfused_cublas,
+                   "(c) separate CUDA": separate_cuda, "(d) fused W8A16": fused}
+            try:
+                int8pack(*sets[0])
+                ops["torch._weight_int8pack_mm (per-channel)"] = int8pack
+            except RuntimeError as e:
+                print(f"torch._weight_int8pack_mm unavailable here: {str(e).splitlines()[0]}")
+            timed = {k: bench.time_fn(op, sets, reps=50) for k, op in ops.items()}
+            floor = prob.bytes(shape) / bw / 1e3
+            base = timed["(b) unfused cuBLAS"].median_us
+            for k, t in timed.items():
+                rows.append(dict(op=k, shape=list(shape), desc=prob.describe(shape), us=round(t.median_us, 2),
+                                 gbs=round(prob.bytes(shape) / t.median_us / 1e3, 1),
+                                 pct_copy_bw=round(100 * floor / t.median_us, 1),
+                                 speedup_vs_b=round(base / t.median_us, 2),
+                                 tflops=round(prob.flops(shape) / t.median_us / 1e6, 3), sets=len(sets)))
+            print(f"\nM={M} K={K} N={N}: floor {floor:.1f} µs at {bw:,.0f} GB/s (INT8 weights + scales + x + y)")
+            for r in rows[-len(timed):]:
+                print(f"  {r['op']:<40} {r['us']:>9.1f} µs {r['gbs']:>7,.0f} GB/s {r['pct_copy_bw']:>6.1f}% of copy bw "
+                      f"{r['speedup_vs_b']:>6.2f}× vs (b)")
+            del sets, w16
+    if a.record:
+        results.record(6, "table", rows)
+
+
+if __name__ == "__main__":
+    main()
