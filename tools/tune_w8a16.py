@@ -1,5 +1,5 @@
 """Lesson 06 tuning: build the fused W8A16 GEMV with other -D settings (GEMV_WARPS, GEMV_UNROLL,
-GEMV_L2_PREFETCH, GEMV_MIN_BLOCKS), check each, and time it at decode shapes, weights rotated past L2.
+GEMV_L2_PREFETCH, GEMV_MIN_BLOCKS, GEMV_I8_CHUNKS), check each, and time it at decode shapes, weights rotated past L2.
 
     python tools/tune_w8a16.py [-DGEMV_UNROLL=3 ...]
 
@@ -8,8 +8,11 @@ import sys
 
 from harness import bench, build, catalog, check, roofline
 
-VARIANTS = {"shipped": [], "16 warps": ["-DGEMV_WARPS=16"], "3 blocks in flight": ["-DGEMV_UNROLL=3"],
-            "4 warps, 4 in flight": ["-DGEMV_WARPS=4", "-DGEMV_UNROLL=4"], "no L2 prefetch hint": ["-DGEMV_L2_PREFETCH=0"]}
+VARIANTS = {"shipped": [], "32 int8 per lane": ["-DGEMV_I8_CHUNKS=2"],
+            "32 per lane, 1 in flight": ["-DGEMV_I8_CHUNKS=2", "-DGEMV_UNROLL=1"],
+            "32 per lane, 16 warps": ["-DGEMV_I8_CHUNKS=2", "-DGEMV_WARPS=16"],
+            "32 per lane, 16 warps, 1 in flight": ["-DGEMV_I8_CHUNKS=2", "-DGEMV_WARPS=16", "-DGEMV_UNROLL=1"],
+            "16 warps, 1 in flight": ["-DGEMV_WARPS=16", "-DGEMV_UNROLL=1"]}
 extra = [a for a in sys.argv[1:] if a.startswith("-D")]
 if extra:
     VARIANTS = {"command line " + " ".join(extra): extra}

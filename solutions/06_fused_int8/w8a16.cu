@@ -27,7 +27,10 @@ constexpr int GROUP = 128, WARPS = GEMV_WARPS, THREADS = 32 * WARPS;
 #ifndef GEMV_UNROLL
 #define GEMV_UNROLL 2  // 64-wide K blocks a warp loads before using the first
 #endif
-constexpr int U = GEMV_UNROLL, KB = 64;
+#ifndef GEMV_I8_CHUNKS
+#define GEMV_I8_CHUNKS 1  // 16-byte INT8 loads per lane and K block: 1 (64-wide blocks) or 2 (128-wide)
+#endif
+constexpr int U = GEMV_UNROLL;
 
 __device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t*>(&h); }
 __device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *reinterpret_cast<__half2*>(&u); }
@@ -74,26 +77,33 @@ __device__ __forceinline__ int4 load_stream(const void* p) {
     return v;
 }
 
-// Weight formats: one lane's 16 consecutive weights of a row (a 64-wide K block holds 4 lanes' worth)
-// as 8 half2 words.
+// Weight formats: one lane's 2·WORDS consecutive weights of a row (a K block of KB = 8·WORDS holds 4
+// lanes' worth) as WORDS half2 words, from LOADS 16-byte loads.
 struct F16W {
     using T = __half;
-    static constexpr int LOADS = 2;  // 16 halves = two 16-byte loads
+    static constexpr int LOADS = 2, WORDS = 8, KB = 64;  // 16 halves
     __device__ static void load(const T* p, int4 (&v)[LOADS]) {
-        v[0] = load_stream(p);
-        v[1] = load_stream(p + 8);
+#pragma unroll
+        for (int i = 0; i < LOADS; ++i) v[i] = load_stream(p + 8 * i);
     }
-    __device__ static void convert(const int4 (&v)[LOADS], __half2, uint32_t (&w)[8]) {
+    __device__ static void convert(const int4 (&v)[LOADS], __half2, uint32_t (&w)[WORDS]) {
         const uint32_t* u = reinterpret_cast<const uint32_t*>(v);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) w[i] = u[i];
+        for (int i = 0; i < WORDS; ++i) w[i] = u[i];
     }
 };
 struct I8W {
     using T = int8_t;
-    static constexpr int LOADS = 1;  // 16 int8 = one 16-byte load
-    __device__ static void load(const T* p, int4 (&v)[LOADS]) { v[0] = load_stream(p); }
-    __device__ static void convert(const int4 (&v)[LOADS], __half2 s, uint32_t (&w)[8]) { dequant16(v[0], s, w); }
+    static constexpr int LOADS = GEMV_I8_CHUNKS, WORDS = 8 * LOADS, KB = 64 * LOADS;  // 16 int8 per load
+    static_assert(GROUP % KB == 0, "a K block must lie inside one scale group");
+    __device__ static void load(const T* p, int4 (&v)[LOADS]) {
+#pragma unroll
+        for (int i = 0; i < LOADS; ++i) v[i] = load_stream(p + 16 * i);
+    }
+    __device__ static void convert(const int4 (&v)[LOADS], __half2 s, uint32_t (&w)[WORDS]) {
+#pragma unroll
+        for (int i = 0; i < LOADS; ++i) dequant16(v[i], s, *reinterpret_cast<uint32_t(*)[8]>(w + 8 * i));
+    }
 };
 
 __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -121,20 +131,21 @@ gemv_kernel(const __half* __restrict__ x, const typename WF::T* __restrict__ W, 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int n0 = blockIdx.x * 8 * R, m0 = blockIdx.y * 16;
     const bool row_lo = m0 + g < M, row_hi = m0 + g + 8 < M;  // x rows this lane feeds (others are zero)
-    const __half* x_lo = x + (size_t)(row_lo ? m0 + g : 0) * K + 16 * t;
-    const __half* x_hi = x + (size_t)(row_hi ? m0 + g + 8 : 0) * K + 16 * t;
+    constexpr int KB = WF::KB, WORDS = WF::WORDS, XL = WORDS / 4;  // XL: 16-byte loads of x per row
+    const __half* x_lo = x + (size_t)(row_lo ? m0 + g : 0) * K + 2 * WORDS * t;
+    const __half* x_hi = x + (size_t)(row_hi ? m0 + g + 8 : 0) * K + 2 * WORDS * t;
     const typename WF::T* wrow[R];
     const __half* srow[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {  // a row past N re-reads row N-1; its outputs are not stored
         const int n = min(n0 + 8 * r + g, N - 1);
-        wrow[r] = W + (size_t)n * K + 16 * t;
+        wrow[r] = W + (size_t)n * K + 2 * WORDS * t;
         srow[r] = scales ? scales + (size_t)n * (K / GROUP) : nullptr;
     }
     float acc[R][4] = {};
     const int kblocks = K / KB;
     for (int kb0 = warp; kb0 < kblocks; kb0 += WARPS * U) {
-        int4 wv[U][R][WF::LOADS], xv[U][4];
+        int4 wv[U][R][WF::LOADS], xv[U][2][XL];
 #pragma unroll
         for (int u = 0; u < U; ++u) {  // all of this step's loads first: U·R weight loads in flight
             const int kb = kb0 + u * WARPS;  // the block's warps read adjacent 64-wide blocks together
@@ -142,24 +153,25 @@ gemv_kernel(const __half* __restrict__ x, const typename WF::T* __restrict__ W, 
 #pragma unroll
             for (int r = 0; r < R; ++r) WF::load(wrow[r] + (size_t)kb * KB, wv[u][r]);
             const int4 zero = make_int4(0, 0, 0, 0);
-            xv[u][0] = row_lo ? __ldg(reinterpret_cast<const int4*>(x_lo + kb * KB)) : zero;
-            xv[u][1] = row_lo ? __ldg(reinterpret_cast<const int4*>(x_lo + kb * KB) + 1) : zero;
-            xv[u][2] = row_hi ? __ldg(reinterpret_cast<const int4*>(x_hi + kb * KB)) : zero;
-            xv[u][3] = row_hi ? __ldg(reinterpret_cast<const int4*>(x_hi + kb * KB) + 1) : zero;
+#pragma unroll
+            for (int i = 0; i < XL; ++i) {
+                xv[u][0][i] = row_lo ? __ldg(reinterpret_cast<const int4*>(x_lo + kb * KB) + i) : zero;
+                xv[u][1][i] = row_hi ? __ldg(reinterpret_cast<const int4*>(x_hi + kb * KB) + i) : zero;
+            }
         }
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const int kb = kb0 + u * WARPS;
             if (kb >= kblocks) continue;
-            const uint32_t* xl = reinterpret_cast<const uint32_t*>(&xv[u][0]);  // row g: 8 words (16 halves)
-            const uint32_t* xh = reinterpret_cast<const uint32_t*>(&xv[u][2]);  // row g + 8
+            const uint32_t* xl = reinterpret_cast<const uint32_t*>(xv[u][0]);  // row g: WORDS words
+            const uint32_t* xh = reinterpret_cast<const uint32_t*>(xv[u][1]);  // row g + 8
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 const __half2 s = srow[r] ? __half2half2(srow[r][kb * KB / GROUP]) : __float2half2_rn(1.0f);
-                uint32_t w[8];
+                uint32_t w[WORDS];
                 WF::convert(wv[u][r], s, w);
 #pragma unroll
-                for (int j = 0; j < 4; ++j) {
+                for (int j = 0; j < WORDS / 2; ++j) {
                     const uint32_t a[4] = {xl[2 * j], xh[2 * j], xl[2 * j + 1], xh[2 * j + 1]};
                     mma16816(acc[r], a, w[2 * j], w[2 * j + 1]);
                 }
@@ -227,7 +239,7 @@ EXPORT void gemv_w8a16(const __half* x, const int8_t* q, const __half* scales, _
 }
 
 EXPORT void gemv_f16(const __half* x, const __half* W, __half* y, int M, int N, int K, cudaStream_t stream) {
-    if (K % KB || !aligned16(x) || !aligned16(W)) return;
+    if (K % F16W::KB || !aligned16(x) || !aligned16(W)) return;
     launch_gemv<F16W>(x, W, nullptr, y, M, N, K, stream);
 }
 
