@@ -119,7 +119,9 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
 // loads 16 *consecutive* weights, k = 16t … 16t+15 of a 64-wide block (one coalesced 16-byte load), and
 // step j of the block treats k = 16t + 4j + {0, 1, 2, 3} as the fragment's {2t, 2t+1, 2t+8, 2t+9}. As long
 // as x's fragments use the same renaming, which costs nothing because x is loaded by the same lanes, the
-// products are the same. (Marlin reorders the weights offline to the same end.)
+// products are the same. (Marlin reorders the weights offline to the same end.) With GEMV_I8_CHUNKS = 2 a
+// lane takes 32 INT8 weights of a 128-wide block, and the renaming runs over 8 steps.
+// M > 16: grid.y gives each 16 tokens their own blocks, which re-read W: correct for any M, fast only to 16.
 #ifndef GEMV_MIN_BLOCKS
 #define GEMV_MIN_BLOCKS 1
 #endif
