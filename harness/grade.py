@@ -54,6 +54,7 @@ def _child(argv: list[str]) -> int:
     a.add_argument("--file", required=True)
     a.add_argument("--launcher", required=True)
     a.add_argument("--problem", default="linear")
+    a.add_argument("--lesson", type=int, help="take the problem from the catalog entry of this lesson's launcher")
     a.add_argument("--solution", action="store_true")
     a.add_argument("--small", action="store_true")
     o = a.parse_args(argv)
@@ -63,8 +64,12 @@ def _child(argv: list[str]) -> int:
     except build.BuildError as e:
         print(MARK + json.dumps({"status": "compile-error", "text": str(e)}), flush=True)
         return 0
-    prob = PROBLEMS[o.problem]()
-    res = check.check(prob, prob.bind(getattr(mod, o.launcher)), SMALL[o.problem] if o.small else None)
+    if o.lesson is not None:  # the catalog knows the launcher's problem (dtypes, formats, shapes)
+        prob = next(k.problem for k in catalog.kernels(o.lesson) if k.launcher == o.launcher)
+        small = prob.check_shapes[:2]
+    else:
+        prob, small = PROBLEMS[o.problem](), SMALL[o.problem]
+    res = check.check(prob, prob.bind(getattr(mod, o.launcher)), small if o.small else None)
     print(MARK + json.dumps({"status": "pass" if res.ok else "fail", "text": str(res)}), flush=True)
     return 0
 
@@ -89,12 +94,12 @@ def check_isolated(lesson: int | None = None, launcher: str | None = None, *, fi
             raise ValueError(f"lesson {lesson} has no launcher {launcher!r}; "
                              f"it has {[k.launcher for k in catalog.kernels(lesson)]}")
         file = build.source_path(k.lesson, k.file, solution)
-        problem = "scale_add" if isinstance(k.problem, problems.ScaleAdd) else "linear"
     name = f"{launcher} ({Path(file).relative_to(build.ROOT) if Path(file).is_relative_to(build.ROOT) else file})"
     if not toolchain.gpu_available():
         return Outcome(name, "not-run", toolchain.NO_GPU_REASON)
     cmd = [sys.executable, "-m", "harness.grade", "--child", "--file", str(file), "--launcher", launcher,
-           "--problem", problem] + (["--solution"] if solution else [])
+           "--problem", problem] + (["--solution"] if solution else []) + \
+          (["--lesson", str(int(lesson))] if lesson is not None and launcher else [])
     if sanitize:
         if sanitize not in ("memcheck", "racecheck", "synccheck", "initcheck"):
             raise ValueError(f"sanitize must be memcheck, racecheck, synccheck or initcheck, not {sanitize!r}")

@@ -97,6 +97,16 @@ def test_grade_solutions_pass(capsys):
     assert "1 passed, 0 failed" in capsys.readouterr().out
 
 
+@pytest.mark.gpu
+def test_every_exercise_grades_with_its_own_problem():
+    """Each launcher is checked against its catalog problem (FP16, INT8, W8A16 ...), not an FP32 default:
+    their solutions pass, and their stubs fail without crashing. (Lessons 00-03 are graded above.)"""
+    sol = grade.grade([4, 6], solution=True)
+    assert all(out.ok for *_, out in sol), "\n".join(str(out) for *_, out in sol if not out.ok)
+    stub = grade.grade([4, 6], solution=False)
+    assert stub and all(out.status == "fail" for *_, out in stub), "\n".join(str(o) for *_, o in stub)
+
+
 def test_python_exercises_are_graded_without_a_gpu():
     sol = grade.grade([5], solution=True)
     assert [r[0] for r in sol] == ["05.a", "05.b", "05.c"] and all(r[3].ok for r in sol)
