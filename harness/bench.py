@@ -65,7 +65,9 @@ def time_fn(fn, arg_sets, *, warmup: int = 10, reps: int = 100, batch: int = 20,
     while len(times) < reps:
         n = min(batch, reps - len(times))
         ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-        _sleep_us(min(50 * n + 20, 5000))  # ~50 us of Python per launch, queued while the GPU sleeps
+        # Queue the batch while the GPU sleeps: 200 µs of Python per call covers multi-kernel routes (dequantize
+        # + GEMM, PyTorch's quantize + _int_mm + scale) and a host hiccup, so no call is timed waiting for the CPU.
+        _sleep_us(min(200 * n + 20, 8000))
         for a, b in ev:
             args = arg_sets[i % len(arg_sets)]
             i += 1

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .problems import DequantW8, GemvLinear, Linear, ScaleAdd, W8A16Linear
+from .problems import DequantW8, GemvLinear, Linear, ScaleAdd, W8A8Linear, W8A16Linear
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ INT8 = Linear(torch.int8, torch.int32, "linear_s8")
 GEMV_F16 = GemvLinear(torch.float16, torch.float16, "gemv_f16")
 W8A16 = W8A16Linear()
 DEQUANT_W8 = DequantW8()
+W8A8 = W8A8Linear()
 
 KERNELS = [
     Kernel(0, "scale_add", "scale_add", ScaleAdd(), ("00.a",), "scale_add"),
@@ -44,6 +45,9 @@ KERNELS = [
     Kernel(6, "w8a16", "gemv_w8a16", W8A16, ("06.a", "06.b"), "06 fused W8A16 GEMV"),
     Kernel(6, "w8a16", "gemv_f16", GEMV_F16, ("06.b",), "06 FP16 GEMV"),
     Kernel(6, "w8a16", "dequant_w8", DEQUANT_W8, ("06.a",), "06 dequantize INT8 to FP16"),
+    Kernel(6, "w8a16", "gemm_w8a16", W8A16, ("06.a",), "06 fused W8A16 tiled"),
+    Kernel(6, "w8a16", "linear_w8a16", W8A16, ("06.a", "06.b"), "06 fused W8A16 (GEMV to M=16, then tiled)"),
+    Kernel(6, "w8a16", "linear_w8a8", W8A8, ("06.c",), "06 W8A8 (per-token quantize + INT8 GEMM)"),
 ]
 
 

@@ -219,7 +219,8 @@ class W8A16Linear(Linear):
     # M over 1..17, 31, 64, 127, 256; N not a multiple of anything; K a multiple of the group (the format's rule)
     check_shapes: tuple = ((1, 1000, 384), (2, 33, 128), (3, 4097, 1152), (4, 256, 4096), (5, 64, 256),
                            (7, 130, 640), (8, 1024, 2048), (11, 96, 896), (16, 1024, 2048), (17, 333, 512),
-                           (31, 500, 640), (64, 256, 1024), (127, 129, 256), (256, 64, 384))
+                           (31, 500, 640), (48, 200, 4096), (64, 256, 1024), (100, 300, 2048), (127, 129, 256),
+                           (256, 64, 384))
     group: int = 128
 
     def bytes(self, shape):
@@ -324,3 +325,86 @@ class DequantW8:
 
     def call(self, op, inputs, out):
         op(*inputs, out=out)
+
+
+@dataclass
+class W8A8Linear(Linear):
+    """y[M, N] = x̂ · Ŵᵀ, both operands INT8: x̂ = x quantized per token at run time
+    (harness.quant.quantize_per_token_int8), Ŵ = q · scale per output channel (quantize_int8 with no group).
+    FP16 x, scales [N, 1] and output.
+
+    Kernel launchers have the form `fn(x, q, scales, xq, sx, y, M, N, K)`: xq (int8 [M, K]) and sx (fp32 [M])
+    receive x's INT8 copy and its per-token scales, which the GEMM then reads."""
+    in_dtype: torch.dtype = torch.float16
+    out_dtype: torch.dtype = torch.float16
+    name: str = "w8a8"
+    k_multiple: int = 128  # the INT8 GEMM's K tile
+    check_shapes: tuple = ((1, 1000, 384), (3, 4097, 1152), (16, 1024, 2048), (17, 333, 512), (31, 500, 640),
+                           (48, 200, 4096), (64, 256, 1024), (127, 129, 256), (256, 64, 384), (200, 520, 1024))
+
+    def bytes(self, shape):
+        """x read once, the INT8 weights and their scales read once, y written once (xq's round trip through
+        memory is the unfused part of this path and is not counted)."""
+        M, N, K = shape
+        return 2 * M * K + N * K + 2 * N + 2 * M * N
+
+    def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
+        from . import quant
+        M, N, K = shape
+        x = torch.randn(M, K, generator=gen, device=device).half()
+        W = torch.randn(N, K, generator=gen, device=device) / K ** 0.5
+        qw = quant.quantize_int8(W)
+        return x, qw.q, qw.scale
+
+    def reference(self, inputs):
+        from . import quant
+        x, q, s = inputs
+        xq, sx = quant.quantize_per_token_int8(x)
+        return (xq.double() * sx.double()[:, None]) @ (q.double() * s.double()).T
+
+    def bind(self, launcher, name: str | None = None):
+        prob = self
+
+        def op(x, q, scales, out=None):
+            _need_2d(x, "x [M, K]", op.__name__)
+            _need_2d(q, "q [N, K]", op.__name__)
+            M, K = x.shape
+            N = q.shape[0]
+            if q.shape[1] != K:
+                raise ValueError(f"{op.__name__}: x is [M={M}, K={K}] but q is {list(q.shape)}; q must be [N, K]")
+            if K % prob.k_multiple:
+                raise ValueError(f"{op.__name__}: K = {K} is not a multiple of {prob.k_multiple}: the INT8 GEMM "
+                                 f"reads K in {prob.k_multiple}-wide tiles (pad K with zeros)")
+            _need(x, torch.float16, (M, K), "x", op.__name__)
+            _need(q, torch.int8, (N, K), "q", op.__name__)
+            _need(scales, torch.float16, (N, 1), "scales (one per output channel)", op.__name__)
+            if out is None:
+                out = torch.empty(M, N, dtype=torch.float16, device=x.device)
+            elif tuple(out.shape) != (M, N):
+                raise ValueError(f"{op.__name__}: out must be [M={M}, N={N}], got {tuple(out.shape)}")
+            if M and N:
+                xq = torch.empty(M, K, dtype=torch.int8, device=x.device)
+                sx = torch.empty(M, dtype=torch.float32, device=x.device)
+                launcher(x, q, scales, xq, sx, out, M, N, K)
+            return out
+
+        op.__name__ = name or getattr(launcher, "__name__", "w8a8_op")
+        return op
+
+    def call(self, op, inputs, out):
+        op(*inputs, out=out)
+
+
+def torch_w8a8(x, q, scales, out=None):
+    """The W8A8 baseline: per-token quantization in PyTorch, torch._int_mm (cuBLASLt INT8; it refuses M ≤ 16),
+    then the scaling in PyTorch."""
+    from . import quant
+    xq, sx = quant.quantize_per_token_int8(x)
+    y = (torch._int_mm(xq, q.t()).float() * sx[:, None] * scales.float().t()).half()
+    if out is not None:
+        out.copy_(y)
+        return out
+    return y
+
+
+torch_w8a8.__name__ = "torch: quantize + _int_mm + scale"

@@ -118,12 +118,52 @@ def ceilings_markdown() -> str:
             f"{c['date'][:10]}.")
 
 
+W8A16_COLUMNS = ["cuBLAS FP16 (FP16 weights)", "(a) unfused Python", "(b) unfused cuBLAS", "(c) separate CUDA",
+                 "(d) fused W8A16"]
+
+
+def w8a16_markdown(section: str = "table") -> str:
+    """Lesson 06's four ways, one line per shape and M: µs of each, then the fused kernel's % of copy
+    bandwidth and its speedups over (b) and over cuBLAS on FP16 weights."""
+    sec = load(6, section, prefer_local=False)
+    by = {}
+    for r in sec["rows"]:
+        by.setdefault((r["shape"][2], r["shape"][1], r["shape"][0]), {})[r["op"]] = r
+    out = ["| K × N | M | " + " | ".join(c.replace(" (FP16 weights)", " on FP16 W") for c in W8A16_COLUMNS)
+           + " | (d) % copy bw | (d) vs (b) | (d) vs cuBLAS FP16 |", "|---|---:|" + "---:|" * (len(W8A16_COLUMNS) + 3)]
+    for (K, N, M), ops in by.items():
+        d, cub = ops["(d) fused W8A16"], ops["cuBLAS FP16 (FP16 weights)"]
+        out.append(f"| {K} × {N} | {M} | " + " | ".join(f"{ops[c]['us']:,.1f}" for c in W8A16_COLUMNS)
+                   + f" | {d['pct_copy_bw']:.1f}% | {d['speedup_vs_b']:.2f}× | {cub['us'] / d['us']:.2f}× |")
+    out.append(f"\nµs, median; weights rotated past L2. Measured on {env_line(sec)}.")
+    return "\n".join(out)
+
+
+def w8a8_markdown(section: str = "table") -> str:
+    """Lesson 06's W8A8 rows (M > 16): ours against PyTorch's quantize + torch._int_mm + scaling."""
+    sec = load(6, section, prefer_local=False)
+    ours = [r for r in sec["rows"] if r["op"].startswith("W8A8 ours")]
+    rows = {(r["op"], tuple(r["shape"])): r for r in sec["rows"]}
+    out = ["| K × N | M | ours: quantize + INT8 GEMM, µs | torch: quantize + `_int_mm` + scale, µs | ours vs torch | "
+           "`_int_mm` alone, µs | fused W8A16, µs |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in ours:
+        s = tuple(r["shape"])
+        alone = rows.get(("W8A8 torch._int_mm alone (x quantized beforehand)", s))
+        out.append(f"| {s[2]} × {s[1]} | {s[0]} | {r['us']:,.1f} | "
+                   f"{rows[('W8A8 torch (quantize + _int_mm + scale)', s)]['us']:,.1f} | {r['speedup_vs_torch']:.2f}× | "
+                   f"{alone['us'] if alone else float('nan'):,.1f} | {rows[('(d) fused W8A16', s)]['us']:,.1f} |")
+    out.append(f"\nµs, median; weights rotated past L2. Measured on {env_line(sec)}.")
+    return "\n".join(out)
+
+
 README_TABLES = {
     "ceilings": ceilings_markdown,
     "ladder": lambda: ladder_markdown([(1, "bench"), (2, "bench"), (3, "bench")], "M=4096 N=4096 K=4096",
                                       "cuBLAS FP32"),
     "04_f16": lambda: bench_markdown(4, "bench_f16"),
     "04_s8": lambda: bench_markdown(4, "bench_s8"),
+    "06_w8a16": w8a16_markdown,
+    "06_w8a8": w8a8_markdown,
 }
 
 

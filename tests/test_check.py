@@ -122,6 +122,38 @@ def test_w8a16_problem_rejects_bad_input_before_any_launch():
         catalog.GEMV_F16.bind(never, "gemv")(x[:, :100], torch.zeros(8, 100, dtype=torch.float16))
 
 
+def test_w8a8_problem_rejects_bad_input_before_any_launch():
+    from harness import catalog
+
+    def never(*a):
+        raise AssertionError("the launcher must not be reached")
+
+    op = catalog.W8A8.bind(never, "w8a8")
+    x = torch.zeros(2, 256, dtype=torch.float16)
+    q = torch.zeros(8, 256, dtype=torch.int8)
+    s = torch.zeros(8, 1, dtype=torch.float16)
+    with pytest.raises(ValueError, match="not a multiple of 128"):
+        op(x[:, :200], q[:, :200], s)
+    with pytest.raises(TypeError, match="x must be torch.float16"):
+        op(x.float(), q, s)
+    with pytest.raises(ValueError, match=r"scales \(one per output channel\) must have shape \(8, 1\)"):
+        op(x, q, s.view(-1))
+    with pytest.raises(ValueError, match="q must be \\[N, K\\]"):
+        op(x, q[:, :128], s)
+
+
+def test_w8a8_reference_quantizes_the_activations_per_token():
+    from harness import catalog, quant
+    x, q, s = catalog.W8A8.make_inputs((5, 24, 384), device="cpu")
+    assert s.shape == (24, 1) and q.dtype == torch.int8
+    xq, sx = quant.quantize_per_token_int8(x)
+    want = (xq.double() * sx.double()[:, None]) @ (q.double() * s.double()).T
+    assert torch.allclose(catalog.W8A8.reference((x, q, s)), want)
+    # it is the W8A8 function, not the FP16 product: activation rounding shows at the 1e-3..1e-1 level
+    err = quant.rel_error(catalog.W8A8.reference((x, q, s)), x.double() @ (q.double() * s.double()).T)
+    assert 1e-4 < err < 0.1
+
+
 def test_w8a16_reference_is_the_dequantized_product():
     from harness import catalog, quant
     x, q, s = catalog.W8A16.make_inputs((3, 16, 256), device="cpu")
