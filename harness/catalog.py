@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .problems import DequantW8, GemvLinear, Linear, ScaleAdd, W8A8Linear, W8A16Linear
+from .problems import DequantW4, DequantW8, GemvLinear, Linear, ScaleAdd, W4A16Linear, W8A8Linear, W8A16Linear
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,9 @@ GEMV_F16 = GemvLinear(torch.float16, torch.float16, "gemv_f16")
 W8A16 = W8A16Linear()
 DEQUANT_W8 = DequantW8()
 W8A8 = W8A8Linear()
+W4A16 = W4A16Linear()
+W4A16_ASYM = W4A16Linear(symmetric=False, name="w4a16_asym")
+DEQUANT_W4 = DequantW4()
 
 KERNELS = [
     Kernel(0, "scale_add", "scale_add", ScaleAdd(), ("00.a",), "scale_add"),
@@ -48,6 +51,9 @@ KERNELS = [
     Kernel(6, "w8a16", "gemm_w8a16", W8A16, ("06.a",), "06 fused W8A16 tiled"),
     Kernel(6, "w8a16", "linear_w8a16", W8A16, ("06.a", "06.b"), "06 fused W8A16 (GEMV to M=16, then tiled)"),
     Kernel(6, "w8a16", "linear_w8a8", W8A8, ("06.c",), "06 W8A8 (per-token quantize + INT8 GEMM)"),
+    Kernel(7, "w4a16", "gemv_w4a16", W4A16, ("07.a", "07.b"), "07 fused W4A16 GEMV"),
+    Kernel(7, "w4a16", "gemv_w4a16_asym", W4A16_ASYM, ("07.a", "07.b"), "07 fused W4A16 GEMV, zero points"),
+    Kernel(7, "w4a16", "dequant_w4", DEQUANT_W4, ("07.a",), "07 dequantize INT4 to FP16"),
 ]
 
 

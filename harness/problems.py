@@ -207,6 +207,21 @@ def _need(t, dtype, shape, what, name):
         raise ValueError(f"{name}: {what} must have shape {tuple(shape)}, got {tuple(t.shape)}")
 
 
+def _group_multiple(K, group, name, what="the group size", why=None):
+    if K % group:
+        why = why or f"the format has one scale per {group} weights along K (pad K with zero weights)"
+        raise ValueError(f"{name}: K = {K} is not a multiple of {what} {group}: {why}")
+
+
+def _out(out, shape, name, device):
+    """The output tensor: a new FP16 one, or the caller's, which must have `shape`."""
+    if out is None:
+        return torch.empty(*shape, dtype=torch.float16, device=device)
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(f"{name}: out must be {list(shape)}, got {list(out.shape)}")
+    return out
+
+
 @dataclass
 class W8A16Linear(Linear):
     """y[M, N] = x[M, K] · Ŵᵀ with Ŵ = q · scale: INT8 weights q [N, K], FP16 scales [N, K/group]
@@ -251,21 +266,77 @@ class W8A16Linear(Linear):
             N = q.shape[0]
             if q.shape[1] != K:
                 raise ValueError(f"{op.__name__}: x is [M={M}, K={K}] but q is {list(q.shape)}; q must be [N, K]")
-            if K % prob.group:
-                raise ValueError(f"{op.__name__}: K = {K} is not a multiple of the group size {prob.group}: the "
-                                 f"format has one scale per {prob.group} weights along K (pad K with zero weights)")
+            _group_multiple(K, prob.group, op.__name__)
             _need(x, torch.float16, (M, K), "x", op.__name__)
             _need(q, torch.int8, (N, K), "q", op.__name__)
             _need(scales, torch.float16, (N, K // prob.group), "scales", op.__name__)
-            if out is None:
-                out = torch.empty(M, N, dtype=torch.float16, device=x.device)
-            elif tuple(out.shape) != (M, N):
-                raise ValueError(f"{op.__name__}: out must be [M={M}, N={N}], got {tuple(out.shape)}")
+            out = _out(out, (M, N), op.__name__, x.device)
             if M and N:
                 launcher(x, q, scales, out, M, N, K)
             return out
 
         op.__name__ = name or getattr(launcher, "__name__", "w8a16_op")
+        return op
+
+    def call(self, op, inputs, out):
+        op(*inputs, out=out)
+
+
+@dataclass
+class W4A16Linear(Linear):
+    """y[M, N] = x[M, K] · Ŵᵀ with INT4 weights packed 8 per int32 (harness.quant.quantize_int4's format):
+    Ŵ = q · scale (symmetric) or (q − zero) · scale (asymmetric), FP16 scales (and uint8 zeros) per group.
+
+    Launchers: `fn(x, packed, scales, y, M, N, K)`, or `fn(x, packed, scales, zeros, y, M, N, K)` (asymmetric)."""
+    in_dtype: torch.dtype = torch.float16
+    out_dtype: torch.dtype = torch.float16
+    name: str = "w4a16"
+    symmetric: bool = True
+    group: int = 128
+    check_shapes: tuple = W8A16Linear.check_shapes
+
+    def bytes(self, shape):
+        """x, the packed weights, their scales (and zeros) read once, y written once."""
+        M, N, K = shape
+        return 2 * M * K + N * K // 2 + (2 if self.symmetric else 3) * N * (K // self.group) + 2 * M * N
+
+    def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
+        from . import quant
+        M, N, K = shape
+        x = torch.randn(M, K, generator=gen, device=device).half()
+        W = torch.randn(N, K, generator=gen, device=device) / K ** 0.5
+        qw = quant.quantize_int4(W, self.group, self.symmetric)
+        return (x, qw.packed, qw.scale) if self.symmetric else (x, qw.packed, qw.scale, qw.zero)
+
+    def reference(self, inputs):
+        from . import quant
+        x, packed, scale, *zero = inputs
+        W = quant.Int4Weight(packed, scale, self.group, zero[0] if zero else None).dequantize()
+        return x.double() @ W.double().T
+
+    def bind(self, launcher, name: str | None = None):
+        prob = self
+
+        def op(x, packed, scales, *zeros, out=None):
+            _need_2d(x, "x [M, K]", op.__name__)
+            _need_2d(packed, "packed [N, K/8]", op.__name__)
+            M, K = x.shape
+            N = packed.shape[0]
+            _group_multiple(K, prob.group, op.__name__)
+            if len(zeros) != (0 if prob.symmetric else 1):
+                raise TypeError(f"{op.__name__}: the {'symmetric' if prob.symmetric else 'asymmetric'} format takes "
+                                f"{'no zero points' if prob.symmetric else 'zero points (uint8 [N, K/group])'}")
+            _need(x, torch.float16, (M, K), "x", op.__name__)
+            _need(packed, torch.int32, (N, K // 8), "packed (8 weights per int32)", op.__name__)
+            _need(scales, torch.float16, (N, K // prob.group), "scales", op.__name__)
+            if zeros:
+                _need(zeros[0], torch.uint8, (N, K // prob.group), "zeros", op.__name__)
+            out = _out(out, (M, N), op.__name__, x.device)
+            if M and N:
+                launcher(x, packed, scales, *zeros, out, M, N, K)
+            return out
+
+        op.__name__ = name or getattr(launcher, "__name__", "w4a16_op")
         return op
 
     def call(self, op, inputs, out):
@@ -281,6 +352,7 @@ class DequantW8:
     in_dtype: torch.dtype = torch.int8
     out_dtype: torch.dtype = torch.float16
     check_shapes: tuple = ((1, 128), (33, 384), (1000, 1152), (4096, 4096))
+    per_element: int = 1  # weights per element of q
 
     def describe(self, shape):
         return f"N={shape[0]} K={shape[1]}"
@@ -290,7 +362,7 @@ class DequantW8:
 
     def bytes(self, shape):
         N, K = shape
-        return N * K + 2 * N * (K // self.group) + 2 * N * K
+        return N * K * DTYPE_BYTES[self.in_dtype] // self.per_element + 2 * N * (K // self.group) + 2 * N * K
 
     def out_shape(self, shape):
         return tuple(shape)
@@ -307,15 +379,12 @@ class DequantW8:
         prob = self
 
         def op(q, scales, out=None):
-            _need_2d(q, "q [N, K]", op.__name__)
-            N, K = q.shape
-            if K % prob.group:
-                raise ValueError(f"{op.__name__}: K = {K} is not a multiple of the group size {prob.group}")
-            _need(q, torch.int8, (N, K), "q", op.__name__)
+            _need_2d(q, f"q [N, K{'/' + str(prob.per_element) if prob.per_element > 1 else ''}]", op.__name__)
+            N, K = q.shape[0], q.shape[1] * prob.per_element
+            _group_multiple(K, prob.group, op.__name__)
+            _need(q, prob.in_dtype, (N, K // prob.per_element), "q", op.__name__)
             _need(scales, torch.float16, (N, K // prob.group), "scales", op.__name__)
-            out = torch.empty(N, K, dtype=torch.float16, device=q.device) if out is None else out
-            if tuple(out.shape) != (N, K):
-                raise ValueError(f"{op.__name__}: out must be [N={N}, K={K}], got {tuple(out.shape)}")
+            out = _out(out, (N, K), op.__name__, q.device)
             if out.numel():
                 launcher(q, scales, out, N, K)
             return out
@@ -325,6 +394,23 @@ class DequantW8:
 
     def call(self, op, inputs, out):
         op(*inputs, out=out)
+
+
+@dataclass
+class DequantW4(DequantW8):
+    """W[N, K] = q · scale in FP16 from symmetric INT4 packed 8 per int32. Launchers: `fn(packed, scales, W, N, K)`."""
+    name: str = "dequant_w4"
+    in_dtype: torch.dtype = torch.int32
+    per_element: int = 8
+
+    def make_inputs(self, shape, gen=None, device="cuda"):
+        _, q, s = W4A16Linear(group=self.group).make_inputs((1, *shape), gen, device)
+        return q, s
+
+    def reference(self, inputs):
+        from . import quant
+        q, s = inputs
+        return quant.Int4Weight(q, s, self.group).dequantize().double()
 
 
 @dataclass
@@ -372,16 +458,12 @@ class W8A8Linear(Linear):
             N = q.shape[0]
             if q.shape[1] != K:
                 raise ValueError(f"{op.__name__}: x is [M={M}, K={K}] but q is {list(q.shape)}; q must be [N, K]")
-            if K % prob.k_multiple:
-                raise ValueError(f"{op.__name__}: K = {K} is not a multiple of {prob.k_multiple}: the INT8 GEMM "
-                                 f"reads K in {prob.k_multiple}-wide tiles (pad K with zeros)")
+            _group_multiple(K, prob.k_multiple, op.__name__, "the K tile",
+                            f"the INT8 GEMM reads K in {prob.k_multiple}-wide tiles (pad K with zeros)")
             _need(x, torch.float16, (M, K), "x", op.__name__)
             _need(q, torch.int8, (N, K), "q", op.__name__)
             _need(scales, torch.float16, (N, 1), "scales (one per output channel)", op.__name__)
-            if out is None:
-                out = torch.empty(M, N, dtype=torch.float16, device=x.device)
-            elif tuple(out.shape) != (M, N):
-                raise ValueError(f"{op.__name__}: out must be [M={M}, N={N}], got {tuple(out.shape)}")
+            out = _out(out, (M, N), op.__name__, x.device)
             if M and N:
                 xq = torch.empty(M, K, dtype=torch.int8, device=x.device)
                 sx = torch.empty(M, dtype=torch.float32, device=x.device)

@@ -132,7 +132,7 @@ def test_w8a8_problem_rejects_bad_input_before_any_launch():
     x = torch.zeros(2, 256, dtype=torch.float16)
     q = torch.zeros(8, 256, dtype=torch.int8)
     s = torch.zeros(8, 1, dtype=torch.float16)
-    with pytest.raises(ValueError, match="not a multiple of 128"):
+    with pytest.raises(ValueError, match="not a multiple of the K tile 128"):
         op(x[:, :200], q[:, :200], s)
     with pytest.raises(TypeError, match="x must be torch.float16"):
         op(x.float(), q, s)
@@ -152,6 +152,33 @@ def test_w8a8_reference_quantizes_the_activations_per_token():
     # it is the W8A8 function, not the FP16 product: activation rounding shows at the 1e-3..1e-1 level
     err = quant.rel_error(catalog.W8A8.reference((x, q, s)), x.double() @ (q.double() * s.double()).T)
     assert 1e-4 < err < 0.1
+
+
+def test_w4a16_problems_check_the_format_and_use_the_dequantized_reference():
+    from harness import catalog, quant
+
+    def never(*a):
+        raise AssertionError("the launcher must not be reached")
+
+    x, q, s = catalog.W4A16.make_inputs((3, 16, 256), device="cpu")
+    assert q.dtype == torch.int32 and q.shape == (16, 32) and s.shape == (16, 2)
+    W = quant.Int4Weight(q, s, 128).dequantize().double()
+    assert torch.allclose(catalog.W4A16.reference((x, q, s)), x.double() @ W.T)
+    x, q, s, z = catalog.W4A16_ASYM.make_inputs((3, 16, 256), device="cpu")
+    W = quant.Int4Weight(q, s, 128, z).dequantize().double()
+    assert torch.allclose(catalog.W4A16_ASYM.reference((x, q, s, z)), x.double() @ W.T)
+    op, op_asym = catalog.W4A16.bind(never, "w4a16"), catalog.W4A16_ASYM.bind(never, "w4a16_asym")
+    with pytest.raises(TypeError, match="takes no zero points"):
+        op(x, q, s, z)
+    with pytest.raises(TypeError, match="takes zero points"):
+        op_asym(x, q, s)
+    with pytest.raises(TypeError, match="zeros must be torch.uint8"):
+        op_asym(x, q, s, z.to(torch.int8))
+    with pytest.raises(ValueError, match=r"packed \(8 weights per int32\) must have shape \(16, 32\)"):
+        op(x, q[:, :16], s)
+    with pytest.raises(ValueError, match="not a multiple of the group size 128"):
+        op(x[:, :200], q, s)
+    assert catalog.W4A16.bytes((1, 16, 256)) == 2 * 256 + 16 * 128 + 2 * 16 * 2 + 2 * 16
 
 
 def test_w8a16_reference_is_the_dequantized_product():

@@ -1,0 +1,96 @@
+"""Lesson 07 measurements: W4A16 (INT4 weights, group 128) against cuBLAS FP16, dequantize + cuBLAS, PyTorch's
+tinygemm INT4 kernel and lesson 06's INT8 kernel, at decode and small-batch shapes, weights rotated past L2.
+With --record the rows go to results/07.json (COURSE_RECORD=1 for the shipped file).
+
+    python tools/bench_w4a16.py [--m 1 4 16 64 256] [--exercises] [--record]
+
+tinygemm (torch._weight_int4pack_mm) takes bf16 activations and its own packed layout
+(torch._convert_weight_to_int4pack) with scales and zeros as [K/128, N, 2]: it is timed on random weights of
+that layout, the same sizes; its values are not compared.
+"""
+import argparse
+import math
+
+import torch
+
+from harness import bench, build, catalog, results, roofline
+
+SHAPES_KN = [(4096, 4096), (4096, 14336), (14336, 4096), (8192, 8192)]
+
+
+def tinygemm_op(N, K, group=128, inner_k_tiles=8, l2_multiple=3.0):
+    """A bf16 x → tinygemm call on random INT4 weights of shape [N, K], rotating through enough copies to
+    defeat L2 as bench.input_sets does, or the reason it cannot run here."""
+    import itertools
+    try:
+        copies = max(1, math.ceil(l2_multiple * 50e6 / (N * K // 2)))
+        ws = []
+        for _ in range(copies):
+            w = torch.randint(0, 256, (N, K // 2), dtype=torch.uint8, device="cuda")
+            ws.append((torch._convert_weight_to_int4pack(w, inner_k_tiles),
+                       torch.randn(K // group, N, 2, device="cuda", dtype=torch.bfloat16) * 0.01))
+        nxt, xb = itertools.cycle(ws), {}
+
+        def fn(x, *_):  # x's bf16 copy is made on first use (the warm-up), not inside the timed calls
+            packed, sz = next(nxt)
+            if id(x) not in xb:
+                xb[id(x)] = (x, x.bfloat16())
+            return torch._weight_int4pack_mm(xb[id(x)][1], packed, group, sz)
+        fn(torch.randn(1, K, device="cuda", dtype=torch.float16))
+        return fn, None
+    except (RuntimeError, TypeError) as e:
+        return None, str(e).splitlines()[0]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--m", type=int, nargs="+", default=[1, 4, 16, 64, 256])
+    ap.add_argument("--exercises", action="store_true", help="time your kernels/ files, not the solutions")
+    ap.add_argument("--record", action="store_true")
+    a = ap.parse_args()
+    mod = build.load(7, "w4a16", solution=not a.exercises)
+    mod6 = build.load(6, "w8a16", solution=not a.exercises)
+    prob, asym, p8 = catalog.W4A16, catalog.W4A16_ASYM, catalog.W8A16
+    fused, fused_asym = prob.bind(mod.gemv_w4a16), asym.bind(mod.gemv_w4a16_asym)
+    dequant = catalog.DEQUANT_W4.bind(mod.dequant_w4)
+    int8 = p8.bind(mod6.linear_w8a16)
+    bw = roofline.ceilings()["copy_GBps"]
+    rows = []
+    for K, N in SHAPES_KN:
+        tiny, why = tinygemm_op(N, K)
+        if why:
+            print(f"tinygemm unavailable here: {why}")
+        for M in a.m:
+            shape = (M, N, K)
+            sets = bench.input_sets(prob, shape)
+            w16 = {id(s[1]): dequant(s[1], s[2]) for s in sets}  # FP16 weights for the cuBLAS baseline, made first
+            timed = {"cuBLAS FP16 (FP16 weights)": bench.time_fn(lambda x, q, s: torch.nn.functional.linear(x, w16[id(q)]),
+                                                                 sets, reps=50),
+                     "dequantize + cuBLAS": bench.time_fn(lambda x, q, s: torch.nn.functional.linear(x, dequant(q, s)),
+                                                          sets, reps=50),
+                     "(07) fused W4A16": bench.time_fn(fused, sets, reps=50)}
+            if tiny:
+                timed["tinygemm (_weight_int4pack_mm, bf16)"] = bench.time_fn(tiny, sets, reps=50)
+            del sets, w16
+            timed["(07) fused W4A16, zero points"] = bench.time_fn(fused_asym, bench.input_sets(asym, shape), reps=50)
+            timed["(06) fused W8A16 (INT8 weights)"] = bench.time_fn(int8, bench.input_sets(p8, shape), reps=50)
+            base = timed["cuBLAS FP16 (FP16 weights)"].median_us
+            by = {"(07) fused W4A16, zero points": asym.bytes(shape), "(06) fused W8A16 (INT8 weights)": p8.bytes(shape),
+                  "cuBLAS FP16 (FP16 weights)": catalog.FP16.bytes(shape)}
+            print(f"\nM={M} K={K} N={N}: W4A16 floor {prob.bytes(shape) / bw / 1e3:.1f} µs at {bw:,.0f} GB/s")
+            for k, t in timed.items():
+                nbytes = by.get(k, prob.bytes(shape))
+                rows.append(dict(op=k, shape=list(shape), desc=prob.describe(shape), us=round(t.median_us, 2),
+                                 gbs=round(nbytes / t.median_us / 1e3, 1),
+                                 pct_copy_bw=round(100 * nbytes / bw / 1e3 / t.median_us, 1),
+                                 speedup_vs_cublas=round(base / t.median_us, 2),
+                                 tflops=round(prob.flops(shape) / t.median_us / 1e6, 3)))
+                r = rows[-1]
+                print(f"  {k:<40} {r['us']:>9.1f} µs {r['gbs']:>7,.0f} GB/s {r['pct_copy_bw']:>6.1f}% of copy bw "
+                      f"{r['speedup_vs_cublas']:>6.2f}× vs cuBLAS FP16")
+    if a.record:
+        results.record(7, "table", rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""Lesson 07 tuning: build the fused W4A16 GEMV with other -D settings (GEMV_PREFETCH, GEMV_R, GEMV_WARPS), check
+each, and time it at decode shapes, weights rotated past L2.
+
+    python tools/tune_w4a16.py [-DGEMV_PREFETCH=1 ...]
+
+Prints each variant's time and % of the measured copy bandwidth. What the sweeps found is in NOTES.md."""
+import sys
+
+from harness import bench, build, catalog, check, roofline
+
+VARIANTS = {"shipped": [], "1 block ahead": ["-DGEMV_PREFETCH=1"], "3 blocks ahead": ["-DGEMV_PREFETCH=3"],
+            "32 outputs per block": ["-DGEMV_R=4"], "32 outputs, 1 ahead": ["-DGEMV_R=4", "-DGEMV_PREFETCH=1"],
+            "4 warps, 3 ahead": ["-DGEMV_WARPS=4", "-DGEMV_PREFETCH=3"], "16 warps, 1 ahead": ["-DGEMV_WARPS=16", "-DGEMV_PREFETCH=1"]}
+extra = [a for a in sys.argv[1:] if a.startswith("-D")]
+if extra:
+    VARIANTS = {"command line " + " ".join(extra): extra}
+SHAPES = [(1, 8192, 8192), (16, 8192, 8192), (1, 14336, 4096), (1, 4096, 14336), (16, 4096, 14336)]
+
+for name, err in build.prebuild(7, "w4a16", VARIANTS).items():  # in parallel; loads below hit the cache
+    print(f"build {name} failed:\n{err}")
+bw = roofline.ceilings()["copy_GBps"]
+prob = catalog.W4A16
+for name, flags in VARIANTS.items():
+    mod = build.load(7, "w4a16", solution=True, extra_cuda_flags=flags)
+    op = prob.bind(mod.gemv_w4a16)
+    res = check.check(prob, op)
+    if not res.ok:
+        print(f"FAIL {name}\n{res.first_failure()}")
+        continue
+    regs = {k: v["sm_90"]["registers"] for k, v in mod.resources().items() if "true" in k}
+    cells = []
+    for s in SHAPES:
+        t = bench.time_fn(op, bench.input_sets(prob, s), reps=50).median_us
+        cells.append(f"M={s[0]} N={s[1]} K={s[2]}: {t:6.1f} µs {100 * prob.bytes(s) / bw / 1e3 / t:5.1f}%")
+    print(f"{name:<26} {regs}\n    " + "\n    ".join(cells), flush=True)
