@@ -1,4 +1,4 @@
-"""Lesson 07 tuning: build the fused W4A16 GEMV with other -D settings (GEMV_PREFETCH, GEMV_R, GEMV_WARPS), check
+"""Lesson 07 tuning: build the fused W4A16 GEMV with other -D settings (GEMV_PREFETCH, GEMV_R, GEMV_WARPS, GEMV_MIN_BLOCKS), check
 each, and time it at decode shapes, weights rotated past L2.
 
     python tools/tune_w4a16.py [-DGEMV_PREFETCH=1 ...]
@@ -8,9 +8,9 @@ import sys
 
 from harness import bench, build, catalog, check, roofline
 
-VARIANTS = {"shipped": [], "1 block ahead": ["-DGEMV_PREFETCH=1"], "3 blocks ahead": ["-DGEMV_PREFETCH=3"],
-            "32 outputs per block": ["-DGEMV_R=4"], "32 outputs, 1 ahead": ["-DGEMV_R=4", "-DGEMV_PREFETCH=1"],
-            "4 warps, 3 ahead": ["-DGEMV_WARPS=4", "-DGEMV_PREFETCH=3"], "16 warps, 1 ahead": ["-DGEMV_WARPS=16", "-DGEMV_PREFETCH=1"]}
+VARIANTS = {"shipped": [], "3 blocks/SM": ["-DGEMV_MIN_BLOCKS=3"],
+            "3 blocks/SM, 1 ahead": ["-DGEMV_MIN_BLOCKS=3", "-DGEMV_PREFETCH=1"],
+            "4 blocks/SM, 1 ahead": ["-DGEMV_MIN_BLOCKS=4", "-DGEMV_PREFETCH=1"], "1 ahead": ["-DGEMV_PREFETCH=1"]}
 extra = [a for a in sys.argv[1:] if a.startswith("-D")]
 if extra:
     VARIANTS = {"command line " + " ".join(extra): extra}
@@ -27,7 +27,7 @@ for name, flags in VARIANTS.items():
     if not res.ok:
         print(f"FAIL {name}\n{res.first_failure()}")
         continue
-    regs = {k: v["sm_90"]["registers"] for k, v in mod.resources().items() if "true" in k}
+    regs = {k: (v["sm_90"]["registers"], v["sm_90"]["spill_stores"]) for k, v in mod.resources().items() if "true" in k}
     cells = []
     for s in SHAPES:
         t = bench.time_fn(op, bench.input_sets(prob, s), reps=50).median_us

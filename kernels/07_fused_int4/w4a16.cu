@@ -21,6 +21,9 @@
 #ifndef GEMV_PREFETCH
 #define GEMV_PREFETCH 2  // 128-wide K blocks of weights a warp has in flight while it converts one
 #endif
+#ifndef GEMV_MIN_BLOCKS
+#define GEMV_MIN_BLOCKS 1  // blocks per SM the 16-output kernel must fit (caps its registers)
+#endif
 #ifndef GEMV_R
 #define GEMV_R 2  // n8 tiles per block: 2 or 4 (0: 4 when N / 32 fills the SMs, else 2)
 #endif
@@ -85,7 +88,7 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
 // the lane loads x[32t … 32t+31] of rows g and g+8 and pairs it like the weights.
 // M > 16: grid.y gives each 16 tokens their own blocks, which re-read W.
 template <bool SYM, int R>  // R: n8 tiles per block, which computes 16 tokens × 8·R outputs
-__global__ void __launch_bounds__(THREADS, 1)  // the explicit 1 stops ptxas trading spills for occupancy
+__global__ void __launch_bounds__(THREADS, R == 2 ? GEMV_MIN_BLOCKS : 1)  // 1: stops ptxas trading spills for occupancy
 gemv_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const __half* __restrict__ scales,
             const uint8_t* __restrict__ zeros, __half* __restrict__ y, int M, int N, int K) {
     __shared__ float red[WARPS][R][32][4];
