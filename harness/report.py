@@ -16,7 +16,47 @@ from .problems import ScaleAdd
 
 DEMO_SHAPES = {0: [(1 << 24,), (1 << 26,)], 1: [(1024, 1024, 1024), (2048, 2048, 2048)],
                2: [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096)],
-               3: [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096)]}
+               3: [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096)],
+               4: [(2048, 2048, 2048), (4096, 4096, 4096)]}
+DECODE_SHAPES = [(1, 8192, 8192), (16, 8192, 8192), (64, 8192, 8192)]  # lessons 06-07: M tokens, K × N weights
+DEQUANT_SHAPES = [(8192, 8192)]
+
+
+def baseline_for(problem):
+    """(label, op) of the library route a lesson's kernels are compared with in the demo."""
+    import torch
+    from . import quant
+    from .problems import DequantW8, ScaleAdd, W4A16Linear, W8A8Linear, W8A16Linear, torch_int_mm, torch_linear, torch_w8a8
+    if isinstance(problem, ScaleAdd):
+        return "torch.add(b, x, alpha=a)", lambda x, b: torch.add(b, x, alpha=problem.a)
+    if isinstance(problem, W8A8Linear):
+        return "PyTorch: quantize + _int_mm + scale", torch_w8a8
+    if isinstance(problem, W4A16Linear):
+        def deq4(x, q, s, *z):
+            W = quant.Int4Weight(q, s, problem.group, z[0] if z else None).dequantize().half()
+            return torch.nn.functional.linear(x, W)
+        return "PyTorch: dequantize + cuBLAS", deq4
+    if isinstance(problem, W8A16Linear):
+        return "PyTorch: dequantize + cuBLAS", lambda x, q, s: torch.nn.functional.linear(
+            x, quant.Int8Weight(q, s, problem.group).dequantize().half())
+    if isinstance(problem, DequantW8):
+        return "PyTorch: dequantize", lambda q, s: problem.reference((q, s)).half()
+    if problem.in_dtype == torch.int8:
+        return "torch._int_mm", torch_int_mm
+    if problem.in_dtype == torch.float16:
+        return "cuBLAS FP16", torch_linear
+    return "cuBLAS FP32", lambda x, W: torch.nn.functional.linear(x, W)
+
+
+def demo_shapes(lesson: int, problem):
+    from .problems import DequantW8, W4A16Linear, W8A8Linear, W8A16Linear
+    if isinstance(problem, DequantW8):
+        return DEQUANT_SHAPES
+    if isinstance(problem, (W8A16Linear, W4A16Linear)):
+        return DECODE_SHAPES
+    if isinstance(problem, W8A8Linear):
+        return [(64, 8192, 8192), (256, 8192, 8192)]
+    return DEMO_SHAPES.get(lesson, DEMO_SHAPES[1])
 
 
 def speedup_chart(rows: list[dict], title: str, ax=None):
@@ -36,22 +76,54 @@ def speedup_chart(rows: list[dict], title: str, ax=None):
     return ax
 
 
-def _lesson_figures(lesson: int, rows: list[dict], out: Path) -> list[Path]:
+def _problem_of(rows: list[dict], lesson: int):
+    """The catalog problem a benchmark section's rows were measured on (by the kernels' labels)."""
+    labels = {r["op"] for r in rows}
+    for k in catalog.kernels(lesson):
+        if k.label in labels:
+            return k.problem
+    return ScaleAdd() if lesson == 0 else catalog.FP32
+
+
+def _lesson_figures(lesson: int, rows: list[dict], out: Path, name: str = "") -> list[Path]:
+    """Roofline and speedup chart at the largest shape of one benchmark section (rows from bench.compare)."""
     import matplotlib.pyplot as plt
-    prob = ScaleAdd() if lesson == 0 else catalog.FP32
+    prob = _problem_of(rows, lesson)
     big = max((tuple(r["shape"]) for r in rows), key=lambda s: prob.flops(s))
     at = [r for r in rows if tuple(r["shape"]) == big]
+    stem = f"{lesson:02d}{'_' + name if name else ''}"
     files = []
-    ax = roofline.plot(roofline.points_from_rows(at, prob), kinds=("fp32",),
+    ax = roofline.plot(roofline.points_from_rows(at, prob), kinds=(prob.ceiling,),
                        title=f"Lesson {lesson:02d} on the roofline ({prob.describe(big)})")
-    files.append(out / f"{lesson:02d}_roofline.png")
+    files.append(out / f"{stem}_roofline.png")
     ax.figure.savefig(files[-1], dpi=110, bbox_inches="tight")
     plt.close(ax.figure)
     ax = speedup_chart(at, f"Lesson {lesson:02d}, {prob.describe(big)}")
-    files.append(out / f"{lesson:02d}_speedup.png")
+    files.append(out / f"{stem}_speedup.png")
     ax.figure.savefig(files[-1], dpi=110, bbox_inches="tight")
     plt.close(ax.figure)
     return files
+
+
+def recorded_sections(lesson: int, *, prefer_local: bool) -> list[tuple[str, str, list[Path]]]:
+    """(section, text, figures) for every recorded section of a lesson: benchmark tables with their plots;
+    lesson 06's four-way table as Markdown."""
+    out = build.ROOT / "build" / ("report" if prefer_local else "demo")
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        data = results.load(lesson, prefer_local=prefer_local)
+    except FileNotFoundError:
+        return []
+    found = []
+    for name, sec in data["sections"].items():
+        rows = sec.get("rows") or []
+        if rows and "pct_baseline" in rows[0]:
+            from .bench import table
+            found.append((name, f"Measured on {results.env_line(sec)}:\n{table(rows)}",
+                          _lesson_figures(lesson, rows, out, "" if name == "bench" else name)))
+        elif lesson == 6 and name == "table":
+            found.append((name, results.w8a16_markdown() + "\n\n" + results.w8a8_markdown(), []))
+    return found
 
 
 def demo(lesson: int) -> int:
@@ -60,42 +132,58 @@ def demo(lesson: int) -> int:
     matplotlib.use("Agg")
     import torch
     from . import bench, check
+    from .problems import Linear
 
     out = build.ROOT / "build" / "demo"
     out.mkdir(parents=True, exist_ok=True)
     ks = catalog.kernels(lesson)
     if not ks:
-        print(f"lesson {lesson} has no kernels in the catalog")
+        print(f"lesson {lesson} has no CUDA kernels to demo (lesson 05's exercises are Python: run its notebook)")
         return 2
     if not toolchain.gpu_available():
         print(f"The demo {toolchain.NO_GPU_REASON}. Recorded results instead:\n")
-        print(results.show(lesson, "bench", prefer_local=False))
-        files = _lesson_figures(lesson, results.load(lesson, "bench", prefer_local=False)["rows"], out)
-        print("\nfigures: " + ", ".join(str(f.relative_to(build.ROOT)) for f in files))
+        secs = recorded_sections(lesson, prefer_local=False)
+        if not secs:
+            print(f"(lesson {lesson:02d} has no recorded results yet)")
+        files = []
+        for name, text, figs in secs:
+            print(f"[{name}]\n{text}\n")
+            files += figs
+        if files:
+            print("figures: " + ", ".join(str(f.relative_to(build.ROOT)) for f in files))
         return 0
     torch.backends.cuda.matmul.allow_tf32 = False
-    prob = ks[0].problem
-    ops = ({"torch.add(b, x, alpha=a)": lambda x, b: torch.add(b, x, alpha=prob.a)} if lesson == 0 else
-           {"cuBLAS FP32": lambda x, W: torch.nn.functional.linear(x, W)})
+    files = []
+    groups = {}  # kernels grouped by the problem they solve, each group timed against its library baseline
     for k in ks:
-        op = catalog.op(k, solution=True)
-        res = check.check(k.problem, op)
-        print(("PASS  " if res.ok else "FAIL  ") + k.label)
-        if res.ok and k.stub_check == "check":
-            ops[k.label] = op
+        groups.setdefault(id(k.problem), []).append(k)
+    for group in groups.values():
+        prob = group[0].problem
+        label, base = baseline_for(prob)
+        ops = {label: base}
+        for k in group:
+            op = catalog.op(k, solution=True)
+            res = check.check(k.problem, op)
+            print(("PASS  " if res.ok else "FAIL  ") + k.label)
+            if res.ok and k.stub_check == "check":
+                ops[k.label] = op
+        rows = bench.compare(prob, ops, demo_shapes(lesson, prob), baseline=label)
+        files += _lesson_figures(lesson, rows, out, getattr(prob, "name", ""))
     # A buggy variant for the heatmap: the first kernel launched as if the last partial tile of rows
     # (or of elements) did not exist: the classic missing bounds-guard/grid-rounding mistake.
+    prob = ks[0].problem
     first = getattr(build.load(lesson, ks[0].file, solution=True), ks[0].launcher)
+    buggy = None
     if lesson == 0:
         buggy = prob.bind(lambda x, b, o, a, n: first(x, b, o, a, n - n % 256 or n), "rounds n down to 256")
-    else:
+    elif type(prob) is Linear:
         buggy = prob.bind(lambda x, W, y, M, N, K: first(x, W, y, M - M % 32 or M, N, K), "rounds M down to 32")
-    rep = check.check(prob, buggy, [prob.check_shapes[2]]).reports[0]
-    print("\n" + str(rep) + "\n")
-    ax = rep.heatmap(tile=None if lesson == 0 else (32, 32))
-    ax.figure.savefig(out / f"{lesson:02d}_heatmap_buggy.png", dpi=110, bbox_inches="tight")
-    rows = bench.compare(prob, ops, DEMO_SHAPES.get(lesson, DEMO_SHAPES[1]), baseline=next(iter(ops)))
-    files = _lesson_figures(lesson, rows, out) + [out / f"{lesson:02d}_heatmap_buggy.png"]
+    if buggy is not None:
+        rep = check.check(prob, buggy, [prob.check_shapes[2]]).reports[0]
+        print("\n" + str(rep) + "\n")
+        ax = rep.heatmap(tile=None if lesson == 0 else (32, 32))
+        files.append(out / f"{lesson:02d}_heatmap_buggy.png")
+        ax.figure.savefig(files[-1], dpi=110, bbox_inches="tight")
     print("figures: " + ", ".join(str(f.relative_to(build.ROOT)) for f in files))
     return 0
 
@@ -110,15 +198,13 @@ def course_report() -> Path:
              "table says on which GPU and with which versions.", "", "## Ceilings", "", results.ceilings_markdown(), ""]
     lessons = sorted({k.lesson for k in catalog.kernels()})
     for lesson in lessons:
-        try:
-            sec = results.load(lesson, "bench")
-        except FileNotFoundError:
-            lines += [f"## Lesson {lesson:02d}", "", "(no results yet)", ""]
-            continue
-        figs = _lesson_figures(lesson, sec["rows"], out)
-        from .bench import table
-        lines += [f"## Lesson {lesson:02d}", "", f"Measured on {results.env_line(sec)}.", "", "```",
-                  table(sec["rows"]), "```", ""] + [f"![{f.stem}]({f.name})" for f in figs] + [""]
+        secs = recorded_sections(lesson, prefer_local=True)
+        lines += [f"## Lesson {lesson:02d}", ""]
+        if not secs:
+            lines += ["(no results yet)", ""]
+        for name, text, figs in secs:
+            body = text if name == "table" else "```\n" + text + "\n```"
+            lines += [f"### {name}", "", body, ""] + [f"![{f.stem}]({f.name})" for f in figs] + [""]
     lines += ["## The FP32 ladder at 4096³", "", results.README_TABLES["ladder"](), ""]
     p = out / "REPORT.md"
     p.write_text("\n".join(lines))

@@ -64,12 +64,15 @@ def test_course_report_from_recorded_results(tmp_path):
         assert f"]({img})" in text and (p.parent / img).stat().st_size > 10_000
 
 
-def test_demo_without_gpu_shows_recorded(capsys):
+@pytest.mark.parametrize("lesson, shows", [(3, "% cuBLAS FP32"), (4, "[bench_s8]"), (6, "(d) fused W8A16"),
+                                           (7, "no recorded results yet")])
+def test_demo_without_gpu_shows_recorded(capsys, lesson, shows):
     if toolchain.gpu_available():
         pytest.skip("this machine has a GPU (the GPU demo is tested below)")
     from harness import report
-    assert report.demo(3) == 0
-    assert "Recorded results instead" in capsys.readouterr().out
+    assert report.demo(lesson) == 0
+    out = capsys.readouterr().out
+    assert "Recorded results instead" in out and shows in out
 
 
 @pytest.mark.gpu
@@ -79,6 +82,18 @@ def test_demo_on_gpu(capsys):
     out = capsys.readouterr().out
     assert "PASS  02 smem tiled, padded" in out and "rounds M down to 32" in out and "never written" in out
     assert (build.ROOT / "build" / "demo" / "02_heatmap_buggy.png").exists()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lesson, first", [(4, "PASS  04 WMMA FP16"), (6, "PASS  06 fused W8A16 GEMV"),
+                                          (7, "PASS  07 fused W4A16 GEMV")])
+def test_demo_on_gpu_quantized_lessons(capsys, lesson, first):
+    """Lessons whose kernels solve FP16, INT8 or quantized problems: each group timed against its own baseline."""
+    from harness import report
+    assert report.demo(lesson) == 0
+    out = capsys.readouterr().out
+    assert first in out
+    assert not [l for l in out.splitlines() if l.startswith(f"FAIL  {lesson:02d}")], out  # the solutions all pass
 
 
 def test_grade_command_table(capsys):
