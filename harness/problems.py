@@ -213,12 +213,13 @@ def _group_multiple(K, group, name, what="the group size", why=None):
         raise ValueError(f"{name}: K = {K} is not a multiple of {what} {group}: {why}")
 
 
-def _out(out, shape, name, device):
-    """The output tensor: a new FP16 one, or the caller's, which must have `shape`."""
+def _out(out, shape, name, device, dims=("M", "N")):
+    """The output tensor: a new FP16 one, or the caller's, which must have `shape` (its dims named in errors)."""
     if out is None:
         return torch.empty(*shape, dtype=torch.float16, device=device)
     if tuple(out.shape) != tuple(shape):
-        raise ValueError(f"{name}: out must be {list(shape)}, got {list(out.shape)}")
+        want = ", ".join(f"{d}={n}" for d, n in zip(dims, shape))
+        raise ValueError(f"{name}: out must be [{want}], got {list(out.shape)}")
     return out
 
 
@@ -384,7 +385,7 @@ class DequantW8:
             _group_multiple(K, prob.group, op.__name__)
             _need(q, prob.in_dtype, (N, K // prob.per_element), "q", op.__name__)
             _need(scales, torch.float16, (N, K // prob.group), "scales", op.__name__)
-            out = _out(out, (N, K), op.__name__, q.device)
+            out = _out(out, (N, K), op.__name__, q.device, ("N", "K"))
             if out.numel():
                 launcher(q, scales, out, N, K)
             return out

@@ -140,6 +140,8 @@ def test_w8a8_problem_rejects_bad_input_before_any_launch():
         op(x, q, s.view(-1))
     with pytest.raises(ValueError, match="q must be \\[N, K\\]"):
         op(x, q[:, :128], s)
+    with pytest.raises(ValueError, match=r"out must be \[M=2, N=8\], got \[8, 2\]"):
+        op(x, q, s, out=torch.empty(8, 2, dtype=torch.float16))
 
 
 def test_w8a8_reference_quantizes_the_activations_per_token():
