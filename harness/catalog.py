@@ -53,6 +53,11 @@ KERNELS = [
     Kernel(6, "w8a16", "linear_w8a8", W8A8, ("06.c",), "06 W8A8 (per-token quantize + INT8 GEMM)"),
     Kernel(7, "w4a16", "gemv_w4a16", W4A16, ("07.a", "07.b"), "07 fused W4A16 GEMV"),
     Kernel(7, "w4a16", "gemv_w4a16_asym", W4A16_ASYM, ("07.a", "07.b"), "07 fused W4A16 GEMV, zero points"),
+    Kernel(7, "w4a16", "gemm_w4a16", W4A16, ("07.a",), "07 fused W4A16 tiled"),
+    Kernel(7, "w4a16", "gemm_w4a16_asym", W4A16_ASYM, ("07.a",), "07 fused W4A16 tiled, zero points"),
+    Kernel(7, "w4a16", "linear_w4a16", W4A16, ("07.a", "07.b"), "07 fused W4A16 (GEMV to M=16, then tiled)"),
+    Kernel(7, "w4a16", "linear_w4a16_asym", W4A16_ASYM, ("07.a", "07.b"),
+           "07 fused W4A16, zero points (GEMV to M=16, then tiled)"),
     Kernel(7, "w4a16", "dequant_w4", DEQUANT_W4, ("07.a",), "07 dequantize INT4 to FP16"),
 ]
 

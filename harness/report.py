@@ -107,7 +107,7 @@ def _lesson_figures(lesson: int, rows: list[dict], out: Path, name: str = "") ->
 
 def recorded_sections(lesson: int, *, prefer_local: bool) -> list[tuple[str, str, list[Path]]]:
     """(section, text, figures) for every recorded section of a lesson: benchmark tables with their plots;
-    lesson 06's four-way table as Markdown."""
+    lessons 06's and 07's tables as Markdown."""
     out = build.ROOT / "build" / ("report" if prefer_local else "demo")
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -123,6 +123,8 @@ def recorded_sections(lesson: int, *, prefer_local: bool) -> list[tuple[str, str
                           _lesson_figures(lesson, rows, out, "" if name == "bench" else name)))
         elif lesson == 6 and name == "table":
             found.append((name, results.w8a16_markdown() + "\n\n" + results.w8a8_markdown(), []))
+        elif lesson == 7 and name == "table":
+            found.append((name, results.w4a16_markdown(), []))
     return found
 
 

@@ -156,6 +156,32 @@ def w8a8_markdown(section: str = "table") -> str:
     return "\n".join(out)
 
 
+W4A16_COLUMNS = ["cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS", "tinygemm (_weight_int4pack_mm, bf16)",
+                 "(06) fused W8A16 (INT8 weights)", "(07) fused W4A16", "(07) fused W4A16, zero points"]
+
+
+def w4a16_markdown(section: str = "table") -> str:
+    """Lesson 07's table, one line per shape and M: µs of each route, then the fused W4A16 kernel's % of copy
+    bandwidth and its speedups over cuBLAS on FP16 weights and over tinygemm."""
+    sec = load(7, section, prefer_local=False)
+    by = {}
+    for r in sec["rows"]:
+        by.setdefault((r["shape"][2], r["shape"][1], r["shape"][0]), {})[r["op"]] = r
+    names = {"cuBLAS FP16 (FP16 weights)": "cuBLAS FP16", "tinygemm (_weight_int4pack_mm, bf16)": "tinygemm (bf16)",
+             "(06) fused W8A16 (INT8 weights)": "06 fused W8A16", "(07) fused W4A16": "07 fused W4A16",
+             "(07) fused W4A16, zero points": "07 with zero points"}
+    out = ["| K × N | M | " + " | ".join(names.get(c, c) for c in W4A16_COLUMNS)
+           + " | 07 % copy bw | 07 vs cuBLAS FP16 | 07 vs tinygemm |", "|---|---:|" + "---:|" * (len(W4A16_COLUMNS) + 3)]
+    for (K, N, M), ops in by.items():
+        d = ops["(07) fused W4A16"]
+        cell = lambda c: f"{ops[c]['us']:,.1f}" if c in ops else "–"
+        tiny = f"{d['speedup_vs_tinygemm']:.2f}×" if d.get("speedup_vs_tinygemm") else "–"
+        out.append(f"| {K} × {N} | {M} | " + " | ".join(cell(c) for c in W4A16_COLUMNS)
+                   + f" | {d['pct_copy_bw']:.1f}% | {d['speedup_vs_cublas']:.2f}× | {tiny} |")
+    out.append(f"\nµs, median; weights rotated past L2. Measured on {env_line(sec)}.")
+    return "\n".join(out)
+
+
 README_TABLES = {
     "ceilings": ceilings_markdown,
     "ladder": lambda: ladder_markdown([(1, "bench"), (2, "bench"), (3, "bench")], "M=4096 N=4096 K=4096",
@@ -164,6 +190,7 @@ README_TABLES = {
     "04_s8": lambda: bench_markdown(4, "bench_s8"),
     "06_w8a16": w8a16_markdown,
     "06_w8a8": w8a8_markdown,
+    "07_w4a16": w4a16_markdown,
 }
 
 
