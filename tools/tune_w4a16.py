@@ -4,8 +4,9 @@ past L2.
     python tools/tune_w4a16.py [-DGEMV_STAGES=4 ...]            the decode GEMV (gemv_w4a16) at M = 1 and 16
     python tools/tune_w4a16.py --tiled [-DTILE_STAGES=3 ...]    the tiled kernel (gemm_w4a16) at M = 16..256,
                                                                 next to the GEMV and cuBLAS FP16
+    python tools/tune_w4a16.py --same-bytes   cuBLAS and an FP16 GEMV on FP16 weights of the INT4 weights' bytes
 
-Settings: GEMV_PREFETCH, GEMV_R, GEMV_WARPS, GEMV_MIN_BLOCKS, GEMV_RING_UNROLL, TILE_STAGES, TILE_SPLIT_BLOCKS. Prints each variant's time and % of the
+Settings: GEMV_PREFETCH, GEMV_L2_HINT, GEMV_LOADS_ONLY (an experiment: the loads without the arithmetic), GEMV_R, GEMV_WARPS, GEMV_MIN_BLOCKS, GEMV_RING_UNROLL, TILE_STAGES, TILE_SPLIT_BLOCKS. Prints each variant's time and % of the
 measured copy bandwidth. What the sweeps found is in NOTES.md."""
 import sys
 
@@ -13,13 +14,30 @@ import torch
 
 from harness import bench, build, catalog, check, roofline
 
+if "--same-bytes" in sys.argv:
+    # Control for the bandwidth target: cuBLAS and lesson 06's FP16 GEMV reading FP16 weights of the same byte
+    # count as the INT4 weights (K / 4), at M = 1, next to the fused W4A16 GEMV.
+    bw = roofline.ceilings()["copy_GBps"]
+    mod6, mod = build.load(6, "w8a16", solution=True), build.load(7, "w4a16", solution=True)
+    f16, fused = catalog.GEMV_F16, catalog.W4A16.bind(mod.gemv_w4a16)
+    for N, K in ((8192, 8192), (14336, 4096), (4096, 14336)):
+        quarter = (1, N, K // 4)
+        sets = bench.input_sets(f16, quarter)
+        for name, op in (("cuBLAS FP16", torch.nn.functional.linear), ("06 FP16 GEMV", f16.bind(mod6.gemv_f16))):
+            t = bench.time_fn(op, sets, reps=50).median_us
+            print(f"{name:<14} M=1 N={N} K={K // 4} (FP16, {f16.bytes(quarter) / 1e6:.1f} MB): {t:6.1f} µs "
+                  f"{100 * f16.bytes(quarter) / bw / 1e3 / t:5.1f}% of copy bw")
+        s4 = (1, N, K)
+        t = bench.time_fn(fused, bench.input_sets(catalog.W4A16, s4), reps=50).median_us
+        print(f"{'fused INT4':<14} M=1 N={N} K={K} (INT4, {catalog.W4A16.bytes(s4) / 1e6:.1f} MB): {t:6.1f} µs "
+              f"{100 * catalog.W4A16.bytes(s4) / bw / 1e3 / t:5.1f}% of copy bw", flush=True)
+    sys.exit(0)
 TILED = "--tiled" in sys.argv
-VARIANTS = {"shipped": [], "1 ahead": ["-DGEMV_PREFETCH=1"], "1 ahead, 2 blocks/SM": ["-DGEMV_PREFETCH=1", "-DGEMV_MIN_BLOCKS=2"],
-            "1 ahead, 16 outputs": ["-DGEMV_PREFETCH=1", "-DGEMV_R=1"], "1 ahead, 4 warps": ["-DGEMV_PREFETCH=1", "-DGEMV_WARPS=4"],
-            "2 ahead, not unrolled, 2 blocks/SM": ["-DGEMV_RING_UNROLL=0", "-DGEMV_MIN_BLOCKS=2"],
-            "loads only, 1 ahead": ["-DGEMV_LOADS_ONLY=1", "-DGEMV_PREFETCH=1"],
-            "loads only, 2 ahead": ["-DGEMV_LOADS_ONLY=1", "-DGEMV_PREFETCH=2"],
-            "loads only, 3 ahead": ["-DGEMV_LOADS_ONLY=1", "-DGEMV_PREFETCH=3"]}
+VARIANTS = {"shipped": [], "L2 hint 128 B": ["-DGEMV_L2_HINT=128"], "no L2 hint": ["-DGEMV_L2_HINT=0"],
+            "16 warps": ["-DGEMV_WARPS=16", "-DGEMV_MIN_BLOCKS=1"], "2 ahead": ["-DGEMV_PREFETCH=2"],
+            "loads only": ["-DGEMV_LOADS_ONLY=1"], "loads only, L2 hint 128 B": ["-DGEMV_LOADS_ONLY=1", "-DGEMV_L2_HINT=128"],
+            "loads only, no L2 hint": ["-DGEMV_LOADS_ONLY=1", "-DGEMV_L2_HINT=0"],
+            "loads only, 16 warps": ["-DGEMV_LOADS_ONLY=1", "-DGEMV_WARPS=16", "-DGEMV_MIN_BLOCKS=1"]}
 SHAPES = [(1, 8192, 8192), (8, 8192, 8192), (16, 8192, 8192), (1, 14336, 4096), (1, 4096, 14336), (8, 4096, 14336),
           (16, 14336, 4096)]
 if TILED:

@@ -105,10 +105,21 @@ __device__ __forceinline__ void pair_x(const uint32_t* in, uint32_t* out) {
     out[3] = __byte_perm(in[1], in[3], 0x7632);
 }
 
-__device__ __forceinline__ int4 load_stream(const void* p) {  // read once: skip L1, 256-byte L2 fetches
+#ifndef GEMV_L2_HINT
+#define GEMV_L2_HINT 256  // bytes the L2 fetches around each weight load: 256, 128 or 0 (no hint)
+#endif
+__device__ __forceinline__ int4 load_stream(const void* p) {  // read once: skip L1, long L2 fetches
     int4 v;
+#if GEMV_L2_HINT == 256
     asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.s32 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+#elif GEMV_L2_HINT == 128
+    asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.s32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+#else
+    asm volatile("ld.global.nc.L1::no_allocate.v4.s32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+#endif
     return v;
 }
 
