@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .problems import DequantW4, DequantW8, GemvLinear, Linear, ScaleAdd, W4A16Linear, W8A8Linear, W8A16Linear
+from .problems import DequantNF4, DequantW4, DequantW8, GemvLinear, Linear, ScaleAdd, W4A16Linear, W8A8Linear, W8A16Linear
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ W8A8 = W8A8Linear()
 W4A16 = W4A16Linear()
 W4A16_ASYM = W4A16Linear(symmetric=False, name="w4a16_asym")
 DEQUANT_W4 = DequantW4()
+DEQUANT_NF4 = DequantNF4()
 
 KERNELS = [
     Kernel(0, "scale_add", "scale_add", ScaleAdd(), ("00.a",), "scale_add"),
@@ -59,6 +60,11 @@ KERNELS = [
     Kernel(7, "w4a16", "linear_w4a16_asym", W4A16_ASYM, ("07.a", "07.b"),
            "07 fused W4A16, zero points (GEMV to M=16, then tiled)"),
     Kernel(7, "w4a16", "dequant_w4", DEQUANT_W4, ("07.a",), "07 dequantize INT4 to FP16"),
+    Kernel(8, "nf4", "dequant_nf4_global", DEQUANT_NF4, ("08.a",), "08 NF4 dequantize, codebook in global memory"),
+    Kernel(8, "nf4", "dequant_nf4_branchy", DEQUANT_NF4, ("08.a",), "08 NF4 dequantize, decision tree"),
+    Kernel(8, "nf4", "dequant_nf4_smem", DEQUANT_NF4, ("08.a",), "08 NF4 dequantize, codebook in shared memory"),
+    Kernel(8, "nf4", "dequant_nf4_shfl", DEQUANT_NF4, ("08.a", "08.b"), "08 NF4 dequantize, codebook in registers (shuffles)"),
+    Kernel(8, "nf4", "dequant_nf4_pairs", DEQUANT_NF4, ("08.c",), "08 NF4 dequantize, table of pairs in shared memory"),
 ]
 
 

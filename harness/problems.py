@@ -400,6 +400,68 @@ class DequantW8:
 
 
 @dataclass
+class DequantNF4:
+    """W[N, K] = NF4[idx] · absmax in FP16 (harness.quant.quantize_nf4's format: two indices per byte, high nibble
+    first, one fp32 absmax per 64 weights, here viewed per row: packed [N, K/2], absmax [N, K/64]).
+    Launchers: `fn(packed, absmax, codebook, W, N, K)`, codebook the 16 fp32 values (harness.quant.NF4)."""
+    block: int = 64
+    name: str = "dequant_nf4"
+    ceiling: str = "fp16"
+    in_dtype: torch.dtype = torch.uint8
+    out_dtype: torch.dtype = torch.float16
+    check_shapes: tuple = ((1, 64), (33, 192), (1000, 1088), (4096, 4096), (7, 14336))
+
+    def describe(self, shape):
+        return f"N={shape[0]} K={shape[1]}"
+
+    def flops(self, shape):
+        return shape[0] * shape[1]
+
+    def bytes(self, shape):
+        """the packed indices and the absmax read once, FP16 W written once (the codebook is 64 bytes)"""
+        N, K = shape
+        return N * K // 2 + 4 * N * K // self.block + 2 * N * K
+
+    def out_shape(self, shape):
+        return tuple(shape)
+
+    def make_inputs(self, shape, gen=None, device="cuda"):
+        from . import quant
+        N, K = shape
+        W = torch.randn(N, K, generator=gen, device=device) / K ** 0.5
+        w = quant.quantize_nf4(W, self.block)
+        return w.packed.view(N, K // 2), w.absmax.view(N, K // self.block), quant.NF4.to(device)
+
+    def reference(self, inputs):
+        from . import quant
+        packed, absmax, _ = inputs
+        N, K = packed.shape[0], packed.shape[1] * 2
+        return quant.NF4Weight(packed.reshape(-1), absmax.reshape(-1), (N, K), self.block).dequantize().double()
+
+    def bind(self, launcher, name=None):
+        prob = self
+
+        def op(packed, absmax, codebook, out=None):
+            _need_2d(packed, "packed [N, K/2]", op.__name__)
+            N, K = packed.shape[0], packed.shape[1] * 2
+            _group_multiple(K, prob.block, op.__name__, "the block size",
+                            f"the format has one absmax per {prob.block} weights, and a block must not cross a row")
+            _need(packed, torch.uint8, (N, K // 2), "packed (2 indices per byte)", op.__name__)
+            _need(absmax, torch.float32, (N, K // prob.block), "absmax", op.__name__)
+            _need(codebook, torch.float32, (16,), "codebook", op.__name__)
+            out = _out(out, (N, K), op.__name__, packed.device, ("N", "K"))
+            if out.numel():
+                launcher(packed, absmax, codebook, out, N, K)
+            return out
+
+        op.__name__ = name or getattr(launcher, "__name__", "dequant_nf4_op")
+        return op
+
+    def call(self, op, inputs, out):
+        op(*inputs, out=out)
+
+
+@dataclass
 class DequantW4(DequantW8):
     """W[N, K] = q · scale in FP16 from symmetric INT4 packed 8 per int32. Launchers: `fn(packed, scales, W, N, K)`."""
     name: str = "dequant_w4"
