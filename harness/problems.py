@@ -462,6 +462,58 @@ class DequantNF4:
 
 
 @dataclass
+class NF4Linear(Linear):
+    """y[M, N] = x[M, K] · Ŵᵀ with NF4 weights (DequantNF4's format: packed [N, K/2] uint8, absmax [N, K/64] fp32)
+    and the codebook (harness.quant.NF4), FP16 x and y. The fused kernel takes K in multiples of 128.
+    Launchers: `fn(x, packed, absmax, codebook, y, M, N, K)`."""
+    in_dtype: torch.dtype = torch.float16
+    out_dtype: torch.dtype = torch.float16
+    name: str = "nf4_linear"
+    block: int = 64
+    k_multiple: int = 128
+    check_shapes: tuple = W8A16Linear.check_shapes
+
+    def bytes(self, shape):
+        """x, the packed weights and their absmax read once, y written once"""
+        M, N, K = shape
+        return 2 * M * K + N * K // 2 + 4 * N * K // self.block + 2 * M * N
+
+    def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
+        M, N, K = shape
+        x = torch.randn(M, K, generator=gen, device=device).half()
+        return (x, *DequantNF4(block=self.block).make_inputs((N, K), gen, device))
+
+    def reference(self, inputs):
+        x, *w = inputs
+        return x.double() @ DequantNF4(block=self.block).reference(tuple(w)).T
+
+    def bind(self, launcher, name: str | None = None):
+        prob = self
+
+        def op(x, packed, absmax, codebook, out=None):
+            _need_2d(x, "x [M, K]", op.__name__)
+            _need_2d(packed, "packed [N, K/2]", op.__name__)
+            M, K = x.shape
+            N = packed.shape[0]
+            _group_multiple(K, prob.k_multiple, op.__name__, "the fused kernel's step",
+                            "it reads 128 weights (two absmax blocks) at a time (pad K with zero weights)")
+            _need(x, torch.float16, (M, K), "x", op.__name__)
+            _need(packed, torch.uint8, (N, K // 2), "packed (2 indices per byte)", op.__name__)
+            _need(absmax, torch.float32, (N, K // prob.block), "absmax", op.__name__)
+            _need(codebook, torch.float32, (16,), "codebook", op.__name__)
+            out = _out(out, (M, N), op.__name__, x.device)
+            if M and N:
+                launcher(x, packed, absmax, codebook, out, M, N, K)
+            return out
+
+        op.__name__ = name or getattr(launcher, "__name__", "nf4_linear_op")
+        return op
+
+    def call(self, op, inputs, out):
+        op(*inputs, out=out)
+
+
+@dataclass
 class DequantW4(DequantW8):
     """W[N, K] = q · scale in FP16 from symmetric INT4 packed 8 per int32. Launchers: `fn(packed, scales, W, N, K)`."""
     name: str = "dequant_w4"

@@ -121,6 +121,28 @@ def test_problem_bind_rejects_bad_shapes():
     assert prob.flops((2, 3, 4)) == 48 and prob.bytes((2, 3, 4)) == (8 + 12 + 6) * 4
 
 
+def test_nf4_dequant_bind_rejects_bad_input():
+    """The NF4 problem (lesson 08): inputs made on the CPU from harness.quant, every wrong one named."""
+    import torch
+    from harness import quant
+    prob = problems.DequantNF4()
+    calls = []
+    op = prob.bind(lambda *a: calls.append(a), "dequant_nf4")
+    packed, absmax, cb = prob.make_inputs((4, 128), torch.Generator().manual_seed(0), device="cpu")
+    assert packed.shape == (4, 64) and absmax.shape == (4, 2) and torch.equal(cb, quant.NF4)
+    ref = prob.reference((packed, absmax, cb))
+    assert ref.shape == (4, 128) and (ref.abs().amax(dim=1) > 0).all()
+    with pytest.raises(ValueError, match="K = 96 is not a multiple of the block size 64"):
+        op(packed[:, :48], absmax, cb)
+    with pytest.raises(TypeError, match="packed .* must be torch.uint8"):
+        op(packed.to(torch.int8), absmax, cb)
+    with pytest.raises(ValueError, match=r"absmax must have shape \(4, 2\)"):
+        op(packed, absmax[:, :1], cb)
+    with pytest.raises(TypeError, match="codebook must be torch.float32"):
+        op(packed, absmax, cb.half())
+    assert not calls and prob.bytes((4, 128)) == 4 * 128 // 2 + 4 * 4 * 2 + 2 * 4 * 128
+
+
 def _fake_toolkit(home, version):
     """A CUDA_HOME with headers but no CCCL, whose nvcc reports `version`."""
     (home / "bin").mkdir(parents=True)

@@ -1,6 +1,7 @@
-"""Lesson 08 measurements: the four NF4 dequantize kernels (codebook in global memory, decision tree, shared
-memory, registers with shuffles) against PyTorch's lookup (harness.quant) and the copy bandwidth, N × K weights
-rotated past L2. With --record the rows go to results/08.json (COURSE_RECORD=1 for the shipped file).
+"""Lesson 08 measurements, inputs rotated past L2: the NF4 dequantize kernels (codebook in global memory, decision
+tree, shared memory, registers with shuffles, a table of pairs) against PyTorch's lookup (harness.quant) and the
+copy bandwidth; then the fused NF4 GEMV against cuBLAS FP16, dequantize + cuBLAS and lesson 07's W4A16 GEMV. With
+--record the rows go to results/08.json, sections "dequant" and "gemv" (COURSE_RECORD=1 for the shipped file).
 
     python tools/bench_nf4.py [--exercises] [--record]
 """
@@ -44,6 +45,37 @@ def main():
                   f"{r['speedup_vs_global']:>5.2f}× vs global")
     if a.record:
         results.record(8, "dequant", rows)
+
+    # The fused GEMV against cuBLAS FP16 on FP16 weights, PyTorch's route (our dequantize, then cuBLAS) and lesson
+    # 07's W4A16 GEMV on INT4 weights of the same size.
+    import torch
+    lin, p4 = catalog.NF4_LINEAR, catalog.W4A16
+    fused = lin.bind(mod.gemv_nf4)
+    deq = prob.bind(mod.dequant_nf4_pairs)
+    w4 = p4.bind(build.load(7, "w4a16", solution=not a.exercises).linear_w4a16)
+    grows = []
+    for N, K in ((4096, 14336), (14336, 4096), (8192, 8192)):
+        for M in (1, 4, 16):
+            s = (M, N, K)
+            sets = bench.input_sets(lin, s)
+            timed = {"cuBLAS FP16 (FP16 weights)": bench.time_fn(torch.nn.functional.linear,
+                                                                 bench.input_sets(catalog.FP16, s), reps=50),
+                     "dequantize NF4 + cuBLAS": bench.time_fn(lambda x, q, am, cb: torch.nn.functional.linear(x, deq(q, am, cb)),
+                                                              sets, reps=50),
+                     "(08) fused NF4 GEMV": bench.time_fn(fused, sets, reps=50),
+                     "(07) fused W4A16 (INT4 weights)": bench.time_fn(w4, bench.input_sets(p4, s), reps=50)}
+            base = timed["cuBLAS FP16 (FP16 weights)"].median_us
+            print(f"\nM={M} N={N} K={K}: NF4 floor {lin.bytes(s) / bw / 1e3:.1f} µs")
+            for name, t in timed.items():
+                nbytes = {"cuBLAS FP16 (FP16 weights)": catalog.FP16.bytes(s), "(07) fused W4A16 (INT4 weights)": p4.bytes(s)}.get(name, lin.bytes(s))
+                grows.append(dict(op=name, shape=list(s), desc=lin.describe(s), us=round(t.median_us, 2),
+                                  gbs=round(nbytes / t.median_us / 1e3, 1),
+                                  pct_copy_bw=round(100 * nbytes / bw / 1e3 / t.median_us, 1),
+                                  speedup_vs_cublas=round(base / t.median_us, 2)))
+                r = grows[-1]
+                print(f"  {name:<36} {r['us']:>8.1f} µs {r['pct_copy_bw']:>6.1f}% of copy bw {r['speedup_vs_cublas']:>5.2f}× vs cuBLAS FP16")
+    if a.record:
+        results.record(8, "gemv", grows)
 
 
 if __name__ == "__main__":

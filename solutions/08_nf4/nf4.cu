@@ -7,7 +7,8 @@
 //   dequant_nf4_branchy the codebook as a decision tree on the index bits (constants in the code);
 //   dequant_nf4_smem    the codebook in shared memory, 16 entries, loaded once per block;
 //   dequant_nf4_shfl    the codebook in registers, entry l in lane l (and l + 16): a warp shuffle per weight;
-//   dequant_nf4_pairs   a 256-entry table of value pairs in shared memory: one lookup per byte (two weights).
+//   dequant_nf4_pairs   a 256-entry table of value pairs in shared memory: one lookup per byte (two weights);
+//   gemv_nf4            the fused decode GEMV: lesson 07's tensor-core GEMV reading NF4 through the pair table.
 // All write FP16 W (the unfused route of a W-NF4 A-FP16 layer) with the same loop (dequant_loop): a thread
 // takes a packed word (8 weights) at a time and writes 16 bytes.
 // REQUIRES: sm_80
@@ -143,6 +144,22 @@ __global__ void __launch_bounds__(THREADS) dequant_shfl_kernel(const uint32_t* p
 // them: per pair a byte extract, an LDS and an HMUL2, against two extracts, two lookups, two multiplies and a
 // conversion above. The price: the values and absmax are rounded to half before the product (three roundings
 // instead of one), and random bytes from 32 lanes meet in the same banks (ncu counts the conflicts).
+// The pair table, built by a block's threads: entry b = the half2 (cb[b >> 4], cb[b & 15]), first value in the
+// low half, so that byte b of a packed word becomes weights 2b and 2b + 1 in one 32-bit lookup.
+__device__ __forceinline__ void build_pairs(uint32_t* pairs, const float* cb) {
+    // BEGIN EXERCISE 08.c: the pair table
+    //> // TODO: for i < 256 (the block's threads, striding by blockDim.x), pairs[i] = the half2 (cb[i >> 4],
+    //> // cb[i & 15]) as its 32 bits (__floats2half2_rn(first, second)); then a barrier.
+    //> for (int i = threadIdx.x; i < 256; i += blockDim.x) pairs[i] = 0u;
+    //> __syncthreads();
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) {
+        const __half2 h = __floats2half2_rn(cb[i >> 4], cb[i & 15]);
+        pairs[i] = *reinterpret_cast<const uint32_t*>(&h);
+    }
+    __syncthreads();
+    // END EXERCISE
+}
+
 struct PairDecoder {
     const uint32_t* pairs;
     __device__ uint4 operator()(uint32_t word, float absmax) const {
@@ -162,18 +179,174 @@ struct PairDecoder {
 __global__ void __launch_bounds__(THREADS) dequant_pairs_kernel(const uint32_t* packed, const float* absmax,
                                                                 const float* cb, uint4* W, size_t words) {
     __shared__ uint32_t pairs[256];
-    // BEGIN EXERCISE 08.c: the pair table
-    //> // TODO: for i < 256 (the block's threads, striding by blockDim.x), pairs[i] = the half2 (cb[i >> 4],
-    //> // cb[i & 15]) as its 32 bits (first value in the low half: __floats2half2_rn(first, second)); a barrier.
-    //> for (int i = threadIdx.x; i < 256; i += blockDim.x) pairs[i] = 0u;
-    //> __syncthreads();
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) {
-        const __half2 h = __floats2half2_rn(cb[i >> 4], cb[i & 15]);
-        pairs[i] = *reinterpret_cast<const uint32_t*>(&h);
-    }
-    __syncthreads();
-    // END EXERCISE
+    build_pairs(pairs, cb);
     dequant_loop(packed, absmax, W, words, PairDecoder{pairs});
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The fused NF4 GEMV: y[M, N] = x[M, K] · Ŵᵀ at decode, lesson 07's tensor-core GEMV with NF4 weights. A block
+// computes 16·R outputs × 8·NT tokens (NT = 1 up to M = 8, else 2); its 8 warps split K in 128-wide items (two
+// absmax blocks) and add their partial tiles at the end. The weights are the mma's A operand, decoded through
+// the pair table: a byte is weights 2b and 2b + 1, so x needs no pairing, it is used in its own order.
+// The scale comes after the mma, as in lesson 07, but an absmax covers only 64 weights, and the four lanes t of
+// an mma step must share it: so lane t takes 8 bytes (16 weights) of each of the item's two blocks, mma steps
+// 0-3 cover block 0 and 4-7 block 1, each into its own accumulators, multiplied by that block's absmax.
+#ifndef NF4_WARPS
+#define NF4_WARPS 8
+#endif
+#ifndef NF4_R
+#define NF4_R 0  // m16 tiles of outputs per block: 1, 2, or 0 (2 when N / 32 fills the SMs)
+#endif
+#ifndef NF4_MIN_BLOCKS
+#define NF4_MIN_BLOCKS 2
+#endif
+#ifndef NF4_SPREAD
+#define NF4_SPREAD 1  // 1: one copy of the pair table per bank (32 KB), so lanes never conflict; 0: one table
+#endif
+constexpr int NWARPS = NF4_WARPS, NTHREADS = 32 * NWARPS;
+
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint2 load_stream8(const void* p) {  // read once: skip L1, 256-byte L2 fetches
+    uint2 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    return v;
+}
+
+// 8 packed bytes → 8 words of (value, value) pairs through the table (unscaled codebook values).
+__device__ __forceinline__ void lookup16(uint2 v, const uint32_t* pairs, uint32_t (&w)[8]) {
+#pragma unroll
+    for (int b = 0; b < 8; ++b) {
+        const uint32_t byte = __byte_perm(b < 4 ? v.x : v.y, 0u, 0x4440u | (b % 4));
+#if NF4_SPREAD
+        w[b] = pairs[byte * 32 + threadIdx.x % 32];
+#else
+        w[b] = pairs[byte];
+#endif
+    }
+}
+
+template <int R, int NT>
+__global__ void __launch_bounds__(NTHREADS, R * NT == 4 ? 1 : NF4_MIN_BLOCKS)  // the 32 × 16 tile: no spills
+gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, const float* __restrict__ absmax,
+                const float* __restrict__ cb, __half* __restrict__ y, int M, int N, int K) {
+    __shared__ uint32_t table[256];
+    build_pairs(table, cb);
+#if NF4_SPREAD
+    // 32 lanes looking up random bytes in one 1 KB table meet in the same banks (3.5 of 3.7 shared wavefronts
+    // in the dequantize kernel were conflicts): a copy per bank, entry b of lane l at word 32b + l, and every
+    // lane reads its own bank. 32 KB per block; 1.3x faster here (NOTES.md).
+    extern __shared__ uint32_t pairs[];  // [256][32]
+    for (int i = threadIdx.x; i < 256 * 32; i += NTHREADS) pairs[i] = table[i / 32];
+    __syncthreads();
+#else
+    const uint32_t* pairs = table;
+#endif
+    __shared__ float red[NWARPS][R][NT][32][4];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int n0 = blockIdx.x * 16 * R, m0 = blockIdx.y * 8 * NT, items = K / 128, blocks = K / 64;
+    bool has[NT];
+    const __half* xr[NT];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        has[nt] = m0 + 8 * nt + g < M;
+        xr[nt] = x + (size_t)(has[nt] ? m0 + 8 * nt + g : 0) * K + 16 * t;
+    }
+    const uint8_t* wrow[R][2];
+    const float* arow[R][2];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // a row past N re-reads row N-1; its outputs are not stored
+            const int n = min(n0 + 16 * r + 8 * h + g, N - 1);
+            wrow[r][h] = Wq + (size_t)n * (K / 2) + 8 * t;
+            arow[r][h] = absmax + (size_t)n * blocks;
+        }
+    float acc[R][NT][4] = {};
+    uint2 wv[2][R][2][2];  // [ring][r][row h][block half]: this item and the next, 8 bytes each
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int q = 0; q < 2; ++q)
+                if (warp < items) wv[0][r][h][q] = load_stream8(wrow[r][h] + warp * 64 + 32 * q);
+#pragma unroll 2
+    for (int it = warp; it < items; it += NWARPS) {
+        const int ahead = it + NWARPS;
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int q = 0; q < 2; ++q)
+                    if (ahead < items) wv[1][r][h][q] = load_stream8(wrow[r][h] + ahead * 64 + 32 * q);
+        uint32_t xb[NT][2][8];  // x of token g at the lane's 16 weights of each block, in order
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int q = 0; q < 2; ++q)
+#pragma unroll
+                for (int i = 0; i < 2; ++i) {
+                    const int4 v = has[nt] ? __ldg(reinterpret_cast<const int4*>(xr[nt] + it * 128 + 64 * q) + i) : make_int4(0, 0, 0, 0);
+                    xb[nt][q][4 * i] = v.x; xb[nt][q][4 * i + 1] = v.y; xb[nt][q][4 * i + 2] = v.z; xb[nt][q][4 * i + 3] = v.w;
+                }
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                uint32_t lo[8], hi[8];
+                lookup16(wv[0][r][0][q], pairs, lo);
+                lookup16(wv[0][r][1][q], pairs, hi);
+                const float s_lo = __ldg(arow[r][0] + 2 * it + q), s_hi = __ldg(arow[r][1] + 2 * it + q);
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+                    float blk[4] = {};
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        const uint32_t a[4] = {lo[2 * j], hi[2 * j], lo[2 * j + 1], hi[2 * j + 1]};
+                        mma16816(blk, a, xb[nt][q][2 * j], xb[nt][q][2 * j + 1]);
+                    }
+                    acc[r][nt][0] += s_lo * blk[0], acc[r][nt][1] += s_lo * blk[1];
+                    acc[r][nt][2] += s_hi * blk[2], acc[r][nt][3] += s_hi * blk[3];
+                }
+            }
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) wv[0][r][h][0] = wv[1][r][h][0], wv[0][r][h][1] = wv[1][r][h][1];
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) red[warp][r][nt][lane][e] = acc[r][nt][e];
+    __syncthreads();
+    for (int i = threadIdx.x; i < R * NT * 128; i += NTHREADS) {  // slot (r, nt, lane, e), as in lesson 07
+        const int r = i / (NT * 128), nt = (i / 128) % NT, l = (i / 4) % 32, e = i % 4;
+        float sum = 0.f;
+#pragma unroll
+        for (int w = 0; w < NWARPS; ++w) sum += red[w][r][nt][l][e];
+        const int n = n0 + 16 * r + l / 4 + 8 * (e / 2), m = m0 + 8 * nt + 2 * (l % 4) + e % 2;
+        if (m < M && n < N) y[(size_t)m * N + n] = __float2half_rn(sum);
+    }
+}
+
+template <int R, int NT>
+static void launch_nf4(const __half* x, const uint8_t* Wq, const float* absmax, const float* cb, __half* y, int M, int N,
+                       int K, cudaStream_t stream) {
+    constexpr int SMEM = NF4_SPREAD ? 256 * 32 * 4 : 0;
+    static bool configured = false;
+    if (!configured) {
+        cudaFuncSetAttribute(gemv_nf4_kernel<R, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+        configured = true;
+    }
+    gemv_nf4_kernel<R, NT><<<dim3((N + 16 * R - 1) / (16 * R), (M + 8 * NT - 1) / (8 * NT)), NTHREADS, SMEM, stream>>>(
+        x, Wq, absmax, cb, y, M, N, K);
 }
 
 static bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -215,4 +388,15 @@ EXPORT void dequant_nf4_shfl(const uint8_t* packed, const float* absmax, const f
 EXPORT void dequant_nf4_pairs(const uint8_t* packed, const float* absmax, const float* codebook, __half* W, int N,
                               int K, cudaStream_t stream) {
     launch(dequant_pairs_kernel, packed, absmax, codebook, W, N, K, stream);
+}
+
+// The fused GEMV for any M (re-reading the weights per 16 tokens past M = 16); K a multiple of 128.
+EXPORT void gemv_nf4(const __half* x, const uint8_t* packed, const float* absmax, const float* codebook, __half* y, int M,
+                     int N, int K, cudaStream_t stream) {
+    if (K % 128 || !aligned16(x) || reinterpret_cast<uintptr_t>(packed) % 8) return;
+    static int sms = 0;
+    if (!sms) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    const bool wide = NF4_R == 2 || (NF4_R == 0 && (N + 31) / 32 >= sms);  // 32 outputs per block if that fills the SMs
+    if (M <= 8) (wide ? launch_nf4<2, 1> : launch_nf4<1, 1>)(x, packed, absmax, codebook, y, M, N, K, stream);
+    else (wide ? launch_nf4<2, 2> : launch_nf4<1, 2>)(x, packed, absmax, codebook, y, M, N, K, stream);
 }
