@@ -107,7 +107,7 @@ def _lesson_figures(lesson: int, rows: list[dict], out: Path, name: str = "") ->
 
 def recorded_sections(lesson: int, *, prefer_local: bool) -> list[tuple[str, str, list[Path]]]:
     """(section, text, figures) for every recorded section of a lesson: benchmark tables with their plots;
-    lessons 06's and 07's tables as Markdown."""
+    lessons 06-08's tables as Markdown."""
     out = build.ROOT / "build" / ("report" if prefer_local else "demo")
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -125,6 +125,8 @@ def recorded_sections(lesson: int, *, prefer_local: bool) -> list[tuple[str, str
             found.append((name, results.w8a16_markdown() + "\n\n" + results.w8a8_markdown(), []))
         elif lesson == 7 and name == "table":
             found.append((name, results.w4a16_markdown(), []))
+        elif lesson == 8 and name == "dequant":
+            found.append(("dequant, gemv", results.nf4_markdown(), []))
     return found
 
 

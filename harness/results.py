@@ -182,6 +182,30 @@ def w4a16_markdown(section: str = "table") -> str:
     return "\n".join(out)
 
 
+def nf4_markdown() -> str:
+    """Lesson 08's two tables: the NF4 dequantize kernels (µs, % of copy bandwidth), and the fused NF4 GEMV against
+    cuBLAS FP16, dequantize + cuBLAS and lesson 07's W4A16 GEMV."""
+    out = []
+    sec = load(8, "dequant", prefer_local=False)
+    ops = list(dict.fromkeys(r["op"] for r in sec["rows"]))
+    short = lambda op: op.replace("08 NF4 dequantize, ", "")
+    out += ["| N × K | " + " | ".join(short(o) for o in ops) + " |", "|---|" + "---:|" * len(ops)]
+    for shape in dict.fromkeys(tuple(r["shape"]) for r in sec["rows"]):
+        cells = {r["op"]: r for r in sec["rows"] if tuple(r["shape"]) == shape}
+        out.append(f"| {shape[0]} × {shape[1]} | " + " | ".join(
+            f"{cells[o]['us']:,.1f} ({cells[o]['pct_copy_bw']:.0f}%)" for o in ops) + " |")
+    out.append(f"\nNF4 → FP16, µs (% of copy bandwidth); packed input rotated past L2. Measured on {env_line(sec)}.\n")
+    sec = load(8, "gemv", prefer_local=False)
+    ops = list(dict.fromkeys(r["op"] for r in sec["rows"]))
+    out += ["| K × N | M | " + " | ".join(ops) + " | NF4 vs cuBLAS FP16 |", "|---|---:|" + "---:|" * (len(ops) + 1)]
+    for shape in dict.fromkeys(tuple(r["shape"]) for r in sec["rows"]):
+        cells = {r["op"]: r for r in sec["rows"] if tuple(r["shape"]) == shape}
+        out.append(f"| {shape[2]} × {shape[1]} | {shape[0]} | " + " | ".join(f"{cells[o]['us']:,.1f}" for o in ops)
+                   + f" | {cells['(08) fused NF4 GEMV']['speedup_vs_cublas']:.2f}× |")
+    out.append(f"\nµs, median; weights rotated past L2. Measured on {env_line(sec)}.")
+    return "\n".join(out)
+
+
 README_TABLES = {
     "ceilings": ceilings_markdown,
     "ladder": lambda: ladder_markdown([(1, "bench"), (2, "bench"), (3, "bench")], "M=4096 N=4096 K=4096",
@@ -191,6 +215,7 @@ README_TABLES = {
     "06_w8a16": w8a16_markdown,
     "06_w8a8": w8a8_markdown,
     "07_w4a16": w4a16_markdown,
+    "08_nf4": nf4_markdown,
 }
 
 

@@ -65,7 +65,7 @@ def test_course_report_from_recorded_results(tmp_path):
 
 
 @pytest.mark.parametrize("lesson, shows", [(3, "% cuBLAS FP32"), (4, "[bench_s8]"), (6, "(d) fused W8A16"),
-                                           (7, "07 vs tinygemm")])
+                                           (7, "07 vs tinygemm"), (8, "codebook in shared memory")])
 def test_demo_without_gpu_shows_recorded(capsys, lesson, shows):
     if toolchain.gpu_available():
         pytest.skip("this machine has a GPU (the GPU demo is tested below)")
