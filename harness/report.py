@@ -18,7 +18,7 @@ DEMO_SHAPES = {0: [(1 << 24,), (1 << 26,)], 1: [(1024, 1024, 1024), (2048, 2048,
                2: [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096)],
                3: [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096)],
                4: [(2048, 2048, 2048), (4096, 4096, 4096)]}
-DECODE_SHAPES = [(1, 8192, 8192), (16, 8192, 8192), (64, 8192, 8192)]  # lessons 06-07: M tokens, K × N weights
+DECODE_SHAPES = [(1, 8192, 8192), (16, 8192, 8192), (64, 8192, 8192)]  # lessons 06-08: M tokens, K × N weights
 DEQUANT_SHAPES = [(8192, 8192)]
 
 
@@ -26,7 +26,8 @@ def baseline_for(problem):
     """(label, op) of the library route a lesson's kernels are compared with in the demo."""
     import torch
     from . import quant
-    from .problems import DequantW8, ScaleAdd, W4A16Linear, W8A8Linear, W8A16Linear, torch_int_mm, torch_linear, torch_w8a8
+    from .problems import (DequantNF4, DequantW8, NF4Linear, ScaleAdd, W4A16Linear, W8A8Linear, W8A16Linear,
+                           torch_int_mm, torch_linear, torch_w8a8)
     if isinstance(problem, ScaleAdd):
         return "torch.add(b, x, alpha=a)", lambda x, b: torch.add(b, x, alpha=problem.a)
     if isinstance(problem, W8A8Linear):
@@ -41,6 +42,12 @@ def baseline_for(problem):
             x, quant.Int8Weight(q, s, problem.group).dequantize().half())
     if isinstance(problem, DequantW8):
         return "PyTorch: dequantize", lambda q, s: problem.reference((q, s)).half()
+    if isinstance(problem, NF4Linear):
+        nf4 = DequantNF4(block=problem.block)
+        return "PyTorch: dequantize + cuBLAS", lambda x, q, a, cb: torch.nn.functional.linear(
+            x, nf4.reference((q, a, cb)).half())
+    if isinstance(problem, DequantNF4):
+        return "PyTorch: dequantize", lambda q, a, cb: problem.reference((q, a, cb)).half()
     if problem.in_dtype == torch.int8:
         return "torch._int_mm", torch_int_mm
     if problem.in_dtype == torch.float16:
@@ -49,9 +56,11 @@ def baseline_for(problem):
 
 
 def demo_shapes(lesson: int, problem):
-    from .problems import DequantW8, W4A16Linear, W8A8Linear, W8A16Linear
-    if isinstance(problem, DequantW8):
+    from .problems import DequantNF4, DequantW8, NF4Linear, W4A16Linear, W8A8Linear, W8A16Linear
+    if isinstance(problem, (DequantW8, DequantNF4)):
         return DEQUANT_SHAPES
+    if isinstance(problem, NF4Linear):
+        return DECODE_SHAPES[:2]
     if isinstance(problem, (W8A16Linear, W4A16Linear)):
         return DECODE_SHAPES
     if isinstance(problem, W8A8Linear):

@@ -86,7 +86,7 @@ def test_demo_on_gpu(capsys):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("lesson, first", [(4, "PASS  04 WMMA FP16"), (6, "PASS  06 fused W8A16 GEMV"),
-                                          (7, "PASS  07 fused W4A16 GEMV")])
+                                          (7, "PASS  07 fused W4A16 GEMV"), (8, "PASS  08 NF4 dequantize")])
 def test_demo_on_gpu_quantized_lessons(capsys, lesson, first):
     """Lessons whose kernels solve FP16, INT8 or quantized problems: each group timed against its own baseline."""
     from harness import report
