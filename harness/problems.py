@@ -399,6 +399,13 @@ class DequantW8:
         op(*inputs, out=out)
 
 
+def _need_nf4(packed, absmax, codebook, N, K, block, name):
+    """NF4 weights [N, K] as the kernels take them: packed uint8 [N, K/2], absmax fp32 [N, K/block], 16 fp32 values."""
+    _need(packed, torch.uint8, (N, K // 2), "packed (2 indices per byte)", name)
+    _need(absmax, torch.float32, (N, K // block), "absmax", name)
+    _need(codebook, torch.float32, (16,), "codebook", name)
+
+
 @dataclass
 class DequantNF4:
     """W[N, K] = NF4[idx] · absmax in FP16 (harness.quant.quantize_nf4's format: two indices per byte, high nibble
@@ -446,9 +453,7 @@ class DequantNF4:
             N, K = packed.shape[0], packed.shape[1] * 2
             _group_multiple(K, prob.block, op.__name__, "the block size",
                             f"the format has one absmax per {prob.block} weights, and a block must not cross a row")
-            _need(packed, torch.uint8, (N, K // 2), "packed (2 indices per byte)", op.__name__)
-            _need(absmax, torch.float32, (N, K // prob.block), "absmax", op.__name__)
-            _need(codebook, torch.float32, (16,), "codebook", op.__name__)
+            _need_nf4(packed, absmax, codebook, N, K, prob.block, op.__name__)
             out = _out(out, (N, K), op.__name__, packed.device, ("N", "K"))
             if out.numel():
                 launcher(packed, absmax, codebook, out, N, K)
@@ -498,9 +503,7 @@ class NF4Linear(Linear):
             _group_multiple(K, prob.k_multiple, op.__name__, "the fused kernel's step",
                             "it reads 128 weights (two absmax blocks) at a time (pad K with zero weights)")
             _need(x, torch.float16, (M, K), "x", op.__name__)
-            _need(packed, torch.uint8, (N, K // 2), "packed (2 indices per byte)", op.__name__)
-            _need(absmax, torch.float32, (N, K // prob.block), "absmax", op.__name__)
-            _need(codebook, torch.float32, (16,), "codebook", op.__name__)
+            _need_nf4(packed, absmax, codebook, N, K, prob.block, op.__name__)
             out = _out(out, (M, N), op.__name__, x.device)
             if M and N:
                 launcher(x, packed, absmax, codebook, out, M, N, K)
