@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .problems import (DequantNF4, DequantW4, DequantW8, GemvLinear, Linear, NF4Linear, ScaleAdd, W4A16Linear,
-                       W8A8Linear, W8A16Linear)
+from .problems import (DequantNF4, DequantW4, DequantW8, GemvLinear, Linear, NF4Linear, ScaleAdd, W4A8Linear,
+                       W4A16Linear, W8A8Linear, W8A16Linear)
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ W4A16_ASYM = W4A16Linear(symmetric=False, name="w4a16_asym")
 DEQUANT_W4 = DequantW4()
 DEQUANT_NF4 = DequantNF4()
 NF4_LINEAR = NF4Linear()
+W4A8 = W4A8Linear()
 
 KERNELS = [
     Kernel(0, "scale_add", "scale_add", ScaleAdd(), ("00.a",), "scale_add"),
@@ -68,6 +69,7 @@ KERNELS = [
     Kernel(8, "nf4", "dequant_nf4_shfl", DEQUANT_NF4, ("08.a", "08.b"), "08 NF4 dequantize, codebook in registers (shuffles)"),
     Kernel(8, "nf4", "dequant_nf4_pairs", DEQUANT_NF4, ("08.c",), "08 NF4 dequantize, table of pairs in shared memory"),
     Kernel(8, "nf4", "gemv_nf4", NF4_LINEAR, ("08.c",), "08 fused NF4 GEMV"),
+    Kernel(9, "w4a8", "linear_w4a8", W4A8, ("09.a", "09.b"), "09 W4A8 (per-token quantize + INT4-to-INT8 GEMM)"),
 ]
 
 

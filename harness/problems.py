@@ -597,6 +597,80 @@ class W8A8Linear(Linear):
         op(*inputs, out=out)
 
 
+@dataclass
+class W4A8Linear(Linear):
+    """y[M, N] = x̂ · Ŵᵀ: x̂ = x quantized per token at run time (as W8A8), Ŵ = the two-level 4-bit weights of
+    harness.quant.quantize_w4a8 (packed int32 [N, K/8], scale fp16 [N, 1], gscale and gzero uint8 [N, K/128]).
+    FP16 x and y.
+
+    Launchers: `fn(x, packed, scale, gscale, gzero, xq, sx, xsum, y, M, N, K)`: xq (int8 [M, K]), sx (fp32 [M])
+    and xsum (int32 [M], each token's sum of xq) receive the quantized x, which the GEMM then reads."""
+    in_dtype: torch.dtype = torch.float16
+    out_dtype: torch.dtype = torch.float16
+    name: str = "w4a8"
+    group: int = 128
+    # The INT32 sum of (128 + c)·xq over K stays below 2³¹ while 255 · 127 · K does.
+    max_k: int = 65536
+    check_shapes: tuple = W8A8Linear.check_shapes + ((16, 384, 14336), (33, 136, 256), (130, 8, 512))
+
+    def bytes(self, shape):
+        """x read once, the packed weights and their scales read once, y written once (xq's round trip
+        through memory is the unfused part of this path and is not counted)."""
+        M, N, K = shape
+        return 2 * M * K + N * K // 2 + 2 * N + 2 * N * (K // self.group) + 2 * M * N
+
+    def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
+        from . import quant
+        M, N, K = shape
+        x = torch.randn(M, K, generator=gen, device=device).half()
+        W = torch.randn(N, K, generator=gen, device=device) / K ** 0.5
+        qw = quant.quantize_w4a8(W, self.group)
+        return x, qw.packed, qw.scale, qw.gscale, qw.gzero
+
+    def weight(self, inputs):
+        from . import quant
+        _, packed, scale, gscale, gzero = inputs
+        return quant.W4A8Weight(packed, scale, gscale, gzero, self.group)
+
+    def reference(self, inputs):
+        from . import quant
+        xq, sx = quant.quantize_per_token_int8(inputs[0])
+        return (xq.double() * sx.double()[:, None]) @ self.weight(inputs).dequantize().double().T
+
+    def bind(self, launcher, name: str | None = None):
+        prob = self
+
+        def op(x, packed, scale, gscale, gzero, out=None):
+            _need_2d(x, "x [M, K]", op.__name__)
+            _need_2d(packed, "packed [N, K/8]", op.__name__)
+            M, K = x.shape
+            N = packed.shape[0]
+            _group_multiple(K, prob.group, op.__name__, "the group size",
+                            f"the format has one integer scale and zero per {prob.group} weights along K "
+                            "(pad K with zero weights)")
+            if K > prob.max_k:
+                raise ValueError(f"{op.__name__}: K = {K} is more than {prob.max_k}: the INT32 accumulator "
+                                 "(255 · 127 per term) could overflow; split K into several calls")
+            _need(x, torch.float16, (M, K), "x", op.__name__)
+            _need(packed, torch.int32, (N, K // 8), "packed (quant.pack_w4a8's order)", op.__name__)
+            _need(scale, torch.float16, (N, 1), "scale (one per output channel)", op.__name__)
+            _need(gscale, torch.uint8, (N, K // prob.group), "gscale", op.__name__)
+            _need(gzero, torch.uint8, (N, K // prob.group), "gzero", op.__name__)
+            out = _out(out, (M, N), op.__name__, x.device)
+            if M and N:
+                xq = torch.empty(M, K, dtype=torch.int8, device=x.device)
+                sx = torch.empty(M, dtype=torch.float32, device=x.device)
+                xsum = torch.empty(M, dtype=torch.int32, device=x.device)
+                launcher(x, packed, scale, gscale, gzero, xq, sx, xsum, out, M, N, K)
+            return out
+
+        op.__name__ = name or getattr(launcher, "__name__", "w4a8_op")
+        return op
+
+    def call(self, op, inputs, out):
+        op(*inputs, out=out)
+
+
 def torch_w8a8(x, q, scales, out=None):
     """The W8A8 baseline: per-token quantization in PyTorch, torch._int_mm (cuBLASLt INT8; it refuses M ≤ 16),
     then the scaling in PyTorch."""

@@ -9,6 +9,7 @@ Weights are [N, K] (nn.Linear's layout); groups run along K, the reduction dimen
 | INT4 symmetric, group | q in [-8, 7], packed 8 per int32; scale fp16 | q · scale |
 | INT4 asymmetric, group | q in [0, 15], packed 8 per int32; scale fp16, zero uint8 | (q − zero) · scale |
 | NF4, block 64 (bitsandbytes) | 4-bit codebook index, 2 per uint8; absmax fp32 per block | NF4[idx] · absmax |
+| W4A8 two-level (lesson 09) | u in [0, 15], packed 8 per int32 (own order); scale fp16 [N, 1]; gscale, gzero uint8 [N, K/g] | scale · gscale · (u − gzero) |
 | INT8 per-token activations | q int8 [M, K]; scale fp32 [M] | q · scale |
 
 INT4 bit order (documented once, used by every kernel): weight k of a row lives in int32 word k // 8, bits
@@ -188,6 +189,97 @@ def quantize_nf4(W: torch.Tensor, block: int = 64) -> NF4Weight:
     idx = torch.bucketize(x.reshape(-1), mid).to(torch.uint8)
     packed = (idx[0::2] << 4) | idx[1::2]
     return NF4Weight(packed, absmax, tuple(W.shape), block)
+
+
+# ----------------------------------------------------------------------------------------------
+# W4A8 two-level (lesson 09): 4-bit codes whose dequantized value is an INT8 integer
+#
+# An INT8 tensor-core GEMM accumulates in INT32 over all of K, so a group's scale cannot be a float applied
+# inside the loop without leaving the tensor core for every group (convert, multiply, add). Two levels keep the
+# float out: a per-channel float scale turns W into INT8 codes (level 1), and each group of those is coded in
+# 4 bits with a small integer scale and zero point (level 2), so (u − gzero) · gscale is again an integer in
+# INT8 range. After QServe's progressive group quantization (Lin et al., 2024) and LiquidGEMM's LiquidQuant (Hu
+# et al., 2025), both of which restrict level 1 to a "protective" range so that level 2 cannot overflow INT8.
+# Ours: level 1 in ±112, so gscale = ceil(range / 15) ≤ 15 and the kernel's byte arithmetic, 128 + (u − gzero)
+# · gscale, stays in 0..255 for every u (tests/test_quant.py: test_w4a8_unpack_is_overflow_free).
+W4A8_LEVEL1 = 112
+
+
+def pack_w4a8(u: torch.Tensor) -> torch.Tensor:
+    """[N, K] in [0, 15] → int32 [N, K/8] in lesson 09's order: word j holds weights 8j … 8j+7, weight 8j + i
+    in bits 8i … 8i+3 and weight 8j + 4 + i in bits 8i+4 … 8i+7 (i < 4). Masking the word with 0x0F0F0F0F then
+    gives weights 8j … 8j+3 one per byte, in order, and 0xF0F0F0F0 gives 8j+4 … 8j+7 (times 16)."""
+    if u.dim() != 2 or u.shape[1] % 8:
+        raise ValueError(f"pack_w4a8: need [N, K] with K a multiple of 8, got {tuple(u.shape)}")
+    if u.numel() and (int(u.min()) < 0 or int(u.max()) > 15):
+        raise ValueError("pack_w4a8: values must be unsigned 4-bit codes, 0..15")
+    v = u.to(torch.int64).reshape(u.shape[0], -1, 2, 4)  # [..., half, i]: weight 8j + 4·half + i
+    shifts = torch.arange(0, 32, 8, dtype=torch.int64, device=u.device)
+    words = ((v[..., 0, :] | (v[..., 1, :] << 4)) << shifts).sum(dim=-1)
+    return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+
+
+def unpack_w4a8(packed: torch.Tensor) -> torch.Tensor:
+    """The inverse of pack_w4a8: int32 [N, K/8] → uint8 [N, K]."""
+    b = (packed.to(torch.int64)[..., None] >> torch.arange(0, 32, 8, device=packed.device)) & 0xFF  # [N, K/8, 4]
+    return torch.cat([b & 0xF, b >> 4], dim=-1).reshape(packed.shape[0], -1).to(torch.uint8)
+
+
+@dataclass
+class W4A8Weight:
+    packed: torch.Tensor   # int32 [N, K / 8], pack_w4a8's order
+    scale: torch.Tensor    # fp16 [N, 1]: level 1, per output channel
+    gscale: torch.Tensor   # uint8 [N, K / group], 1..15: level 2
+    gzero: torch.Tensor    # uint8 [N, K / group], 0..15
+    group: int
+
+    def codes(self) -> torch.Tensor:
+        """The INT8 values (u − gzero) · gscale that the kernel feeds the tensor core (as 128 + that)."""
+        u = unpack_w4a8(self.packed).to(torch.int32)
+        N, K = u.shape
+        g = u.reshape(N, K // self.group, self.group)
+        return ((g - self.gzero.to(torch.int32)[..., None]) * self.gscale.to(torch.int32)[..., None]).reshape(N, K)
+
+    def dequantize(self) -> torch.Tensor:
+        return self.codes().float() * self.scale.float()
+
+    def nbytes(self) -> int:
+        return self.packed.numel() * 4 + self.scale.numel() * 2 + self.gscale.numel() + self.gzero.numel()
+
+
+def w4a8_unpack_like_the_gpu(qw: W4A8Weight) -> torch.Tensor:
+    """Lesson 09's unpack done in 32-bit integers as the kernel does it, for every packed word: lo = (w & 0x0F0F0F0F)
+    · gscale + c (an IMAD) and hi = mad.hi(w & 0xF0F0F0F0, gscale << 28, c) (an IMAD.HI), c = 128 − gzero · gscale
+    in each byte. Returns the bytes [N, K] in K order; they equal 128 + codes() exactly when no byte carried."""
+    N, K = qw.packed.shape[0], qw.packed.shape[1] * 8
+    w = qw.packed.long() & 0xFFFFFFFF
+    s = qw.gscale.long().repeat_interleave(qw.group // 8, dim=1)
+    c = ((128 - qw.gzero.long() * qw.gscale.long()) * 0x01010101).repeat_interleave(qw.group // 8, dim=1)
+    lo = ((w & 0x0F0F0F0F) * s + c) & 0xFFFFFFFF
+    hi = ((((w & 0xF0F0F0F0) * (s << 28)) >> 32) + c) & 0xFFFFFFFF
+    byte = lambda r: (r[..., None] >> torch.arange(0, 32, 8, device=r.device)) & 0xFF
+    return torch.cat([byte(lo), byte(hi)], dim=-1).reshape(N, K)
+
+
+def quantize_w4a8(W: torch.Tensor, group: int = 128) -> W4A8Weight:
+    """Two-level W4A8 weights. Level 1: scale = absmax(row) / 112, c = round(w / scale) in ±112. Level 2, per
+    `group` codes c along K: gscale = max(1, ceil((max − min) / 15)), gzero = round(−min / gscale) kept where
+    (u − gzero) · gscale stays in −128..127 for all 16 u, u = clamp(round(c / gscale) + gzero, 0, 15)."""
+    _check_weight(W, group, "quantize_w4a8")
+    if group % 8:
+        raise ValueError(f"quantize_w4a8: the group size ({group}) must be a multiple of 8, one int32 word")
+    N, K = W.shape
+    scale = (W.float().abs().amax(dim=1, keepdim=True) / W4A8_LEVEL1).to(torch.float16)
+    c = torch.round(W.float() / scale.float().clamp_min(torch.finfo(torch.float16).tiny))
+    g = c.clamp(-W4A8_LEVEL1, W4A8_LEVEL1).reshape(N, K // group, group)
+    lo, hi = g.amin(dim=-1).clamp(max=0), g.amax(dim=-1).clamp(min=0)  # the range always contains 0
+    gs = torch.ceil((hi - lo) / 15).clamp(1, 15)
+    # (15 − z)·gs ≤ 127 and z·gs ≤ 128: the byte 128 + (u − z)·gs never leaves 0..255
+    zmin, zmax = torch.ceil(15 - 127 / gs), torch.floor(128 / gs)
+    gz = torch.round(-lo / gs).clamp(min=0, max=15)
+    gz = torch.maximum(torch.minimum(gz, zmax), zmin)
+    u = (torch.round(g / gs[..., None]) + gz[..., None]).clamp(0, 15)
+    return W4A8Weight(pack_w4a8(u.reshape(N, K).to(torch.int16)), scale, gs.to(torch.uint8), gz.to(torch.uint8), group)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -26,12 +26,16 @@ def baseline_for(problem):
     """(label, op) of the library route a lesson's kernels are compared with in the demo."""
     import torch
     from . import quant
-    from .problems import (DequantNF4, DequantW8, NF4Linear, ScaleAdd, W4A16Linear, W8A8Linear, W8A16Linear,
-                           torch_int_mm, torch_linear, torch_w8a8)
+    from .problems import (DequantNF4, DequantW8, NF4Linear, ScaleAdd, W4A8Linear, W4A16Linear, W8A8Linear,
+                           W8A16Linear, torch_int_mm, torch_linear, torch_w8a8)
     if isinstance(problem, ScaleAdd):
         return "torch.add(b, x, alpha=a)", lambda x, b: torch.add(b, x, alpha=problem.a)
     if isinstance(problem, W8A8Linear):
         return "PyTorch: quantize + _int_mm + scale", torch_w8a8
+    if isinstance(problem, W4A8Linear):
+        def deq_w4a8(x, *w):  # the weights dequantized to FP16 (their INT8 codes × scale), then cuBLAS
+            return torch.nn.functional.linear(x, problem.weight((x, *w)).dequantize().half())
+        return "PyTorch: dequantize + cuBLAS", deq_w4a8
     if isinstance(problem, W4A16Linear):
         def deq4(x, q, s, *z):
             W = quant.Int4Weight(q, s, problem.group, z[0] if z else None).dequantize().half()
@@ -56,14 +60,14 @@ def baseline_for(problem):
 
 
 def demo_shapes(lesson: int, problem):
-    from .problems import DequantNF4, DequantW8, NF4Linear, W4A16Linear, W8A8Linear, W8A16Linear
+    from .problems import DequantNF4, DequantW8, NF4Linear, W4A8Linear, W4A16Linear, W8A8Linear, W8A16Linear
     if isinstance(problem, (DequantW8, DequantNF4)):
         return DEQUANT_SHAPES
     if isinstance(problem, NF4Linear):
         return DECODE_SHAPES[:2]
     if isinstance(problem, (W8A16Linear, W4A16Linear)):
         return DECODE_SHAPES
-    if isinstance(problem, W8A8Linear):
+    if isinstance(problem, (W8A8Linear, W4A8Linear)):
         return [(64, 8192, 8192), (256, 8192, 8192)]
     return DEMO_SHAPES.get(lesson, DEMO_SHAPES[1])
 
@@ -116,7 +120,7 @@ def _lesson_figures(lesson: int, rows: list[dict], out: Path, name: str = "") ->
 
 def recorded_sections(lesson: int, *, prefer_local: bool) -> list[tuple[str, str, list[Path]]]:
     """(section, text, figures) for every recorded section of a lesson: benchmark tables with their plots;
-    lessons 06-08's tables as Markdown."""
+    lessons 06-09's tables as Markdown."""
     out = build.ROOT / "build" / ("report" if prefer_local else "demo")
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -136,6 +140,8 @@ def recorded_sections(lesson: int, *, prefer_local: bool) -> list[tuple[str, str
             found.append((name, results.w4a16_markdown(), []))
         elif lesson == 8 and name == "dequant":
             found.append(("dequant, gemv", results.nf4_markdown(), []))
+        elif lesson == 9 and name == "table":
+            found.append((name, results.w4a8_markdown(), []))
     return found
 
 

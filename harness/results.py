@@ -206,6 +206,31 @@ def nf4_markdown() -> str:
     return "\n".join(out)
 
 
+W4A8_COLUMNS = ["cuBLAS FP16 (FP16 weights)", "torch W8A8 (quantize + _int_mm + scale)", "(06) W8A8", "(07) W4A16",
+                "(09) W4A8"]
+
+
+def w4a8_markdown(section: str = "table") -> str:
+    """Lesson 09's table: µs of each route per shape and M, then how many times faster W4A8 is than cuBLAS FP16,
+    lesson 07's W4A16 and lesson 06's W8A8."""
+    sec = load(9, section, prefer_local=False)
+    by = {}
+    for r in sec["rows"]:
+        by.setdefault((r["shape"][2], r["shape"][1], r["shape"][0]), {})[r["op"]] = r
+    names = {"cuBLAS FP16 (FP16 weights)": "cuBLAS FP16", "torch W8A8 (quantize + _int_mm + scale)":
+             "torch W8A8 (`_int_mm`)", "(06) W8A8": "06 W8A8", "(07) W4A16": "07 W4A16", "(09) W4A8": "09 W4A8"}
+    out = ["| K × N | M | " + " | ".join(names[c] for c in W4A8_COLUMNS)
+           + " | 09 vs cuBLAS | 09 vs 07 W4A16 | 09 vs 06 W8A8 |", "|---|---:|" + "---:|" * (len(W4A8_COLUMNS) + 3)]
+    for (K, N, M), ops in by.items():
+        cell = lambda c: f"{ops[c]['us']:,.1f}" if c in ops else "–"
+        out.append(f"| {K} × {N} | {M} | " + " | ".join(cell(c) for c in W4A8_COLUMNS)
+                   + f" | {ops['(09) W4A8']['speedup_vs_cublas']:.2f}× | {ops['(07) W4A16']['w4a8_speedup']:.2f}× | "
+                   f"{ops['(06) W8A8']['w4a8_speedup']:.2f}× |")
+    out.append(f"\nµs, median; weights rotated past L2; every quantized route includes its activation quantization. "
+               f"Measured on {env_line(sec)}.")
+    return "\n".join(out)
+
+
 README_TABLES = {
     "ceilings": ceilings_markdown,
     "ladder": lambda: ladder_markdown([(1, "bench"), (2, "bench"), (3, "bench")], "M=4096 N=4096 K=4096",
@@ -216,6 +241,7 @@ README_TABLES = {
     "06_w8a8": w8a8_markdown,
     "07_w4a16": w4a16_markdown,
     "08_nf4": nf4_markdown,
+    "09_w4a8": w4a8_markdown,
 }
 
 

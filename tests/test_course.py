@@ -143,6 +143,33 @@ def test_nf4_dequant_bind_rejects_bad_input():
     assert not calls and prob.bytes((4, 128)) == 4 * 128 // 2 + 4 * 4 * 2 + 2 * 4 * 128
 
 
+def test_w4a8_bind_rejects_bad_input():
+    """The W4A8 problem (lesson 09): inputs made on the CPU from harness.quant, every wrong one named."""
+    import torch
+    prob = problems.W4A8Linear()
+    calls = []
+    op = prob.bind(lambda *a: calls.append(a), "linear_w4a8")
+    x, packed, scale, gs, gz = prob.make_inputs((3, 5, 256), torch.Generator().manual_seed(0), device="cpu")
+    assert packed.shape == (5, 32) and scale.shape == (5, 1) and gs.shape == gz.shape == (5, 2)
+    assert prob.reference((x, packed, scale, gs, gz)).shape == (3, 5)
+    with pytest.raises(ValueError, match="K = 192 is not a multiple of the group size 128"):
+        op(x[:, :192], packed[:, :24], scale, gs, gz)
+    with pytest.raises(TypeError, match="x must be torch.float16"):
+        op(x.float(), packed, scale, gs, gz)
+    with pytest.raises(TypeError, match="packed .* must be torch.int32"):
+        op(x, packed.to(torch.int64), scale, gs, gz)
+    with pytest.raises(ValueError, match=r"scale .* must have shape \(5, 1\)"):
+        op(x, packed, scale.reshape(1, 5), gs, gz)
+    with pytest.raises(TypeError, match="gzero must be torch.uint8"):
+        op(x, packed, scale, gs, gz.to(torch.int8))
+    with pytest.raises(ValueError, match="could overflow"):
+        op(torch.zeros(1, 65536 + 128, dtype=torch.float16), torch.zeros(5, (65536 + 128) // 8, dtype=torch.int32),
+           scale, gs, gz)
+    assert not calls
+    op(x, packed, scale, gs, gz)
+    assert [a.dtype for a in calls[0][5:8]] == [torch.int8, torch.float32, torch.int32]
+
+
 def _fake_toolkit(home, version):
     """A CUDA_HOME with headers but no CCCL, whose nvcc reports `version`."""
     (home / "bin").mkdir(parents=True)

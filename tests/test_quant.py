@@ -87,6 +87,47 @@ def test_nf4_round_trip_and_layout():
     assert ((qw.dequantize() - W).abs() <= gaps * am + 1e-6).all()
 
 
+def test_w4a8_bit_order_masks_give_weights_in_order():
+    u = torch.tensor([[1, 2, 3, 4, 5, 6, 7, 8]], dtype=torch.int16)
+    word = quant.pack_w4a8(u).item() & 0xFFFFFFFF
+    assert word & 0x0F0F0F0F == 0x04030201  # weights 0..3, one per byte, in order
+    assert (word & 0xF0F0F0F0) >> 4 == 0x08070605  # weights 4..7
+    g = torch.Generator().manual_seed(2)
+    u = torch.randint(0, 16, (3, 64), generator=g)
+    assert torch.equal(quant.unpack_w4a8(quant.pack_w4a8(u)).long(), u)
+    with pytest.raises(ValueError, match="0..15"):
+        quant.pack_w4a8(u - 1)
+
+
+def test_w4a8_unpack_is_overflow_free():
+    """The two-instruction unpack adds four bytes in one 32-bit multiply-add: it is right only if no byte ever
+    carries into the next, for every code u (not just the ones present) of every group."""
+    W = weights()
+    W[1] = W[1].abs()  # one-sided groups push the zero point to an end
+    W[2, :128] = 0
+    W[3, 128:256] *= 1e3  # a group that sets the row's scale
+    qw = quant.quantize_w4a8(W)
+    s, z = qw.gscale.long(), qw.gzero.long()
+    assert int(s.min()) >= 1 and int(s.max()) <= 15 and int(z.max()) <= 15
+    for u in range(16):
+        b = 128 + (u - z) * s
+        assert int(b.min()) >= 0 and int(b.max()) <= 255, u
+    assert torch.equal(quant.w4a8_unpack_like_the_gpu(qw), 128 + qw.codes().long())
+    for u in (0, 15):  # every group filled with the extreme code: still no carry
+        qx = quant.W4A8Weight(quant.pack_w4a8(torch.full(W.shape, u)), qw.scale, qw.gscale, qw.gzero, 128)
+        assert torch.equal(quant.w4a8_unpack_like_the_gpu(qx), 128 + qx.codes().long())
+
+
+def test_w4a8_error_close_to_int4_with_zero_points():
+    W = weights()
+    qw = quant.quantize_w4a8(W)
+    assert qw.packed.shape == (64, 64) and qw.scale.shape == (64, 1) and qw.gscale.shape == (64, 4)
+    e = quant.rel_error(qw.dequantize(), W)
+    ref = quant.rel_error(quant.quantize_int4(W, 128, symmetric=False).dequantize(), W)
+    assert e < 1.2 * ref, (e, ref)  # integer group scales cost a little against float ones
+    assert quant.bits_per_weight(qw, W.numel()) == 4 + 16 / 128 + 16 / 512
+
+
 def test_per_token_int8():
     x = torch.randn(7, 300) * torch.linspace(0.1, 10, 7)[:, None]
     q, s = quant.quantize_per_token_int8(x)
@@ -100,7 +141,7 @@ def test_all_zero_group_stays_zero_without_nan():
     W = weights()
     W[5, 128:256] = 0
     for qw in (quant.quantize_int8(W, 128), quant.quantize_int4(W, 128), quant.quantize_int4(W, 128, False),
-               quant.quantize_nf4(W)):
+               quant.quantize_nf4(W), quant.quantize_w4a8(W)):
         d = qw.dequantize()
         assert torch.isfinite(d).all() and (d[5, 128:256] == 0).all(), type(qw).__name__
 
