@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from .problems import (DequantNF4, DequantW4, DequantW8, GemvLinear, Linear, NF4Linear, ScaleAdd, W4A8Linear,
-                       W4A16Linear, W8A8Linear, W8A16Linear)
+                       W4A16FragLinear, W4A16Linear, W8A8Linear, W8A16Linear)
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ DEQUANT_W4 = DequantW4()
 DEQUANT_NF4 = DequantNF4()
 NF4_LINEAR = NF4Linear()
 W4A8 = W4A8Linear()
+W4A16_FRAG = W4A16FragLinear()
 
 KERNELS = [
     Kernel(0, "scale_add", "scale_add", ScaleAdd(), ("00.a",), "scale_add"),
@@ -70,6 +71,11 @@ KERNELS = [
     Kernel(8, "nf4", "dequant_nf4_pairs", DEQUANT_NF4, ("08.c",), "08 NF4 dequantize, table of pairs in shared memory"),
     Kernel(8, "nf4", "gemv_nf4", NF4_LINEAR, ("08.c",), "08 fused NF4 GEMV"),
     Kernel(9, "w4a8", "linear_w4a8", W4A8, ("09.a", "09.b"), "09 W4A8 (per-token quantize + INT4-to-INT8 GEMM)"),
+    Kernel(10, "w4a16_pipe", "gemm_w4a16_writeback", W4A16, ("10.b",), "10.1 write-back to shared FP16"),
+    Kernel(10, "w4a16_pipe", "gemm_w4a16_writeback_padded", W4A16, ("10.b",), "10.2 write-back, padded rows"),
+    Kernel(10, "w4a16_pipe", "gemm_w4a16_frag", W4A16_FRAG, ("10.a", "10.b"), "10.3 fragment order, in registers"),
+    Kernel(10, "w4a16_pipe", "gemm_w4a16_frag_pipe", W4A16_FRAG, ("10.a", "10.b"), "10.4 + cp.async pipeline"),
+    Kernel(10, "w4a16_pipe", "linear_w4a16_frag", W4A16_FRAG, ("10.a", "10.b"), "10.5 + split-K (lesson 10's kernel)"),
 ]
 
 

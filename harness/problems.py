@@ -347,6 +347,54 @@ class W4A16Linear(Linear):
 
 
 @dataclass
+class W4A16FragLinear(W4A16Linear):
+    """Lesson 10: W4A16Linear's problem with the weights in mma fragment order (harness.quant.to_fragments):
+    `op(x, w, out=None)` with w a quant.Int4Fragments. Symmetric only.
+
+    Launchers: `fn(x, packed, scales, y, M, N, K)` with packed int32 [ceil(N/16), K/64, 32, 4] and scales
+    fp16 [K/128, ceil(N/16)·16]."""
+    name: str = "w4a16_frag"
+    check_shapes: tuple = W4A16Linear.check_shapes + ((33, 136, 256), (130, 8, 512), (16, 384, 14336))
+
+    def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
+        from . import quant
+        x, packed, scale = W4A16Linear.make_inputs(self, shape, gen, device)
+        return x, quant.to_fragments(quant.Int4Weight(packed, scale, self.group))
+
+    def reference(self, inputs):
+        x, w = inputs
+        return x.double() @ w.dequantize().double().T
+
+    def bind(self, launcher, name: str | None = None):
+        from . import quant
+        prob = self
+
+        def op(x, w, out=None):
+            _need_2d(x, "x [M, K]", op.__name__)
+            if not isinstance(w, quant.Int4Fragments):
+                raise TypeError(f"{op.__name__}: w must be a quant.Int4Fragments (quant.to_fragments(quantize_int4(W))), "
+                                f"got {type(w).__name__}")
+            M, K = x.shape
+            N, tiles = w.n, -(-w.n // quant.FRAG_ROWS)
+            if w.k != K:
+                raise ValueError(f"{op.__name__}: x is [M={M}, K={K}] but the weights have K = {w.k}")
+            if w.group != prob.group:
+                raise ValueError(f"{op.__name__}: the kernel reads groups of {prob.group}, the weights have {w.group}")
+            _group_multiple(K, prob.group, op.__name__)
+            _need(x, torch.float16, (M, K), "x", op.__name__)
+            _need(w.packed, torch.int32, (tiles, K // quant.FRAG_K, 32, 4), "w.packed (fragment order)", op.__name__)
+            _need(w.scale, torch.float16, (K // prob.group, tiles * quant.FRAG_ROWS), "w.scale (transposed, padded)",
+                  op.__name__)
+            out = _out(out, (M, N), op.__name__, x.device)
+            if M and N:
+                launcher(x, w.packed, w.scale, out, M, N, K)
+            return out
+
+        op.__name__ = name or getattr(launcher, "__name__", "w4a16_frag_op")
+        return op
+
+
+@dataclass
 class DequantW8:
     """W[N, K] = q · scale in FP16 (the unfused route's first kernel). Launchers: `fn(q, scales, W, N, K)`."""
     group: int = 128

@@ -143,6 +143,88 @@ def quantize_int4(W: torch.Tensor, group: int = 128, symmetric: bool = True) -> 
 
 
 # ----------------------------------------------------------------------------------------------
+# INT4 in mma fragment order (lesson 10): the layout is chosen offline so that each lane's 16-byte load holds
+# exactly its own A fragments of four mma.m16n8k16 steps, and the INT4 → FP16 trick of lesson 07 (nibbles i and
+# i + 4 of a word land in one half2) yields them in the order the instruction wants: no shared-memory
+# write-back of dequantized weights, no permutation of x.
+
+FRAG_ROWS, FRAG_K = 16, 64  # an m16 tile of output rows; four k16 steps per lane word group
+
+
+def _frag_positions(device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(row, col) inside a 16 × 16 A tile of nibble i of lane l's word, as [32, 8] tensors.
+    mma.m16n8k16's A fragment (PTX ISA, "Matrix Fragments for mma.m16n8k16"): lane l = 4g + t holds
+    a0 = A[g][2t, 2t+1], a1 = A[g+8][2t, 2t+1], a2 = A[g][2t+8, 2t+9], a3 = A[g+8][2t+8, 2t+9]. Nibble i and i + 4
+    become the two halves of register i (low half first), so nibble i sits at row g + 8·(i & 1) and column
+    2t + 8·((i >> 1) & 1) + (i >> 2)."""
+    lane = torch.arange(32, device=device)[:, None]
+    i = torch.arange(8, device=device)[None, :]
+    g, t = lane // 4, lane % 4
+    return g + 8 * (i & 1), 2 * t + 8 * ((i >> 1) & 1) + (i >> 2)
+
+
+@dataclass
+class Int4Fragments:
+    """Symmetric INT4 weights of an [n, K] layer in fragment order.
+    packed: int32 [ceil(n/16), K/64, 32, 4]: m16 tile, 64-wide K chunk, lane, k16 step; each word holds the lane's
+            8 weights of one mma step as unsigned nibbles q + 8 (nibble order: _frag_positions). Rows past n are 0.
+    scale:  fp16 [K/group, ceil(n/16)·16], the group scales transposed (a block's scales for one K tile are then
+            contiguous and travel through cp.async with its weights); 0 past n."""
+    packed: torch.Tensor
+    scale: torch.Tensor
+    n: int
+    group: int = 128
+
+    @property
+    def k(self) -> int:
+        return self.packed.shape[1] * FRAG_K
+
+    def codes(self) -> torch.Tensor:
+        """The signed codes q, int8 [n, K] (the inverse of the packing)."""
+        tiles, chunks = self.packed.shape[:2]
+        shifts = torch.arange(0, 32, 4, dtype=torch.int64, device=self.packed.device)
+        nib = (self.packed.to(torch.int64)[..., None] >> shifts) & 0xF  # [tiles, chunks, lane, step, i]
+        row, col = _frag_positions(self.packed.device)
+        u = torch.zeros(tiles, 16, chunks, 4, 16, dtype=torch.int64, device=self.packed.device)
+        u[:, row, :, :, col] = nib.permute(2, 4, 0, 1, 3)  # [lane, i, tiles, chunks, step] → (tile, row, chunk, step, col)
+        return (u.reshape(tiles * 16, chunks * FRAG_K)[: self.n] - 8).to(torch.int8)
+
+    def dequantize(self) -> torch.Tensor:
+        q = self.codes().float()
+        s = self.scale[:, : self.n].float().t()  # [n, K/group]
+        return (q.reshape(self.n, -1, self.group) * s[..., None]).reshape(self.n, -1)
+
+    def nbytes(self) -> int:
+        return self.packed.numel() * 4 + self.scale.numel() * 2
+
+
+def to_fragments(qw: Int4Weight) -> Int4Fragments:
+    """Lesson 07's packed INT4 (symmetric, [N, K/8]) → fragment order. Done once, offline, like any weight
+    conversion a serving engine does at load time."""
+    if not qw.symmetric:
+        raise ValueError("to_fragments: only the symmetric format (no zero points) has a fragment-order layout here")
+    if qw.group % FRAG_K:
+        raise ValueError(f"to_fragments: the group ({qw.group}) must be a multiple of {FRAG_K}")
+    q = unpack_int4(qw.packed, signed=True).to(torch.int64)
+    N, K = q.shape
+    if K % FRAG_K:
+        raise ValueError(f"to_fragments: K = {K} must be a multiple of {FRAG_K}")
+    tiles = -(-N // FRAG_ROWS)
+    u = torch.full((tiles * FRAG_ROWS, K), 8, dtype=torch.int64, device=q.device)
+    u[:N] = q + 8
+    u = u.reshape(tiles, 16, K // FRAG_K, 4, 16)  # tile, row, chunk, step, col
+    row, col = _frag_positions(q.device)
+    nib = u[:, row, :, :, col]  # [lane, i, tiles, chunks, step]
+    nib = nib.permute(2, 3, 0, 4, 1)  # [tiles, chunks, lane, step, i]
+    shifts = torch.arange(0, 32, 4, dtype=torch.int64, device=q.device)
+    words = (nib << shifts).sum(dim=-1)  # disjoint bits: the sum is the bitwise or
+    packed = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32).contiguous()
+    scale = torch.zeros(K // qw.group, tiles * FRAG_ROWS, dtype=torch.float16, device=q.device)
+    scale[:, :N] = qw.scale.t()
+    return Int4Fragments(packed, scale, N, qw.group)
+
+
+# ----------------------------------------------------------------------------------------------
 # NF4 (QLoRA's 4-bit NormalFloat, bitsandbytes' layout)
 
 def nf4_codebook(offset: float = 0.9677083) -> torch.Tensor:

@@ -26,8 +26,8 @@ def baseline_for(problem):
     """(label, op) of the library route a lesson's kernels are compared with in the demo."""
     import torch
     from . import quant
-    from .problems import (DequantNF4, DequantW8, NF4Linear, ScaleAdd, W4A8Linear, W4A16Linear, W8A8Linear,
-                           W8A16Linear, torch_int_mm, torch_linear, torch_w8a8)
+    from .problems import (DequantNF4, DequantW8, NF4Linear, ScaleAdd, W4A8Linear, W4A16FragLinear, W4A16Linear,
+                           W8A8Linear, W8A16Linear, torch_int_mm, torch_linear, torch_w8a8)
     if isinstance(problem, ScaleAdd):
         return "torch.add(b, x, alpha=a)", lambda x, b: torch.add(b, x, alpha=problem.a)
     if isinstance(problem, W8A8Linear):
@@ -36,6 +36,8 @@ def baseline_for(problem):
         def deq_w4a8(x, *w):  # the weights dequantized to FP16 (their INT8 codes × scale), then cuBLAS
             return torch.nn.functional.linear(x, problem.weight((x, *w)).dequantize().half())
         return "PyTorch: dequantize + cuBLAS", deq_w4a8
+    if isinstance(problem, W4A16FragLinear):
+        return "PyTorch: dequantize + cuBLAS", lambda x, w: torch.nn.functional.linear(x, w.dequantize().half())
     if isinstance(problem, W4A16Linear):
         def deq4(x, q, s, *z):
             W = quant.Int4Weight(q, s, problem.group, z[0] if z else None).dequantize().half()
@@ -142,6 +144,8 @@ def recorded_sections(lesson: int, *, prefer_local: bool) -> list[tuple[str, str
             found.append(("dequant, gemv", results.nf4_markdown(), []))
         elif lesson == 9 and name == "table":
             found.append((name, results.w4a8_markdown(), []))
+        elif lesson == 10 and name in ("ladder", "table"):
+            found.append((name, results.pipe_ladder_markdown() if name == "ladder" else results.pipe_markdown(), []))
     return found
 
 

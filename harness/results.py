@@ -231,6 +231,47 @@ def w4a8_markdown(section: str = "table") -> str:
     return "\n".join(out)
 
 
+def pipe_ladder_markdown() -> str:
+    """Lesson 10's ladder: µs of each step per shape and M, the step's speedup over the one before, and cuBLAS FP16."""
+    sec = load(10, "ladder", prefer_local=False)
+    steps = [o for o in dict.fromkeys(r["op"] for r in sec["rows"]) if not o.startswith("cuBLAS")]
+    out = ["| K × N | M | cuBLAS FP16 | " + " | ".join(steps) + " | last vs cuBLAS |",
+           "|---|---:|---:|" + "---:|" * (len(steps) + 1)]
+    for shape in dict.fromkeys(tuple(r["shape"]) for r in sec["rows"]):
+        cells = {r["op"]: r for r in sec["rows"] if tuple(r["shape"]) == shape}
+        step = lambda o: f"{cells[o]['us']:,.1f}" + (f" ({cells[o]['speedup_vs_previous']:.2f}×)"
+                                                     if cells[o].get("speedup_vs_previous") else "")
+        out.append(f"| {shape[2]} × {shape[1]} | {shape[0]} | {cells['cuBLAS FP16 (FP16 weights)']['us']:,.1f} | "
+                   + " | ".join(step(o) for o in steps) + f" | {cells[steps[-1]]['speedup_vs_cublas']:.2f}× |")
+    out.append(f"\nµs, median (in brackets: speedup over the step before); weights rotated past L2. "
+               f"Measured on {env_line(sec)}.")
+    return "\n".join(out)
+
+
+PIPE_COLUMNS = ["cuBLAS FP16 (FP16 weights)", "tinygemm (_weight_int4pack_mm, bf16)", "(07) W4A16",
+                "(10) W4A16, fragment order"]
+
+
+def pipe_markdown() -> str:
+    """Lesson 10's table: its kernel against cuBLAS FP16, tinygemm and lesson 07's W4A16, per shape and M."""
+    sec = load(10, "table", prefer_local=False)
+    by = {}
+    for r in sec["rows"]:
+        by.setdefault((r["shape"][2], r["shape"][1], r["shape"][0]), {})[r["op"]] = r
+    names = {"cuBLAS FP16 (FP16 weights)": "cuBLAS FP16", "tinygemm (_weight_int4pack_mm, bf16)": "tinygemm (bf16)",
+             "(07) W4A16": "07 W4A16", "(10) W4A16, fragment order": "10 W4A16"}
+    out = ["| K × N | M | " + " | ".join(names[c] for c in PIPE_COLUMNS)
+           + " | 10 % copy bw | 10 vs cuBLAS | 10 vs 07 |", "|---|---:|" + "---:|" * (len(PIPE_COLUMNS) + 3)]
+    for (K, N, M), ops in by.items():
+        d = ops["(10) W4A16, fragment order"]
+        cell = lambda c: f"{ops[c]['us']:,.1f}" if c in ops else "–"
+        out.append(f"| {K} × {N} | {M} | " + " | ".join(cell(c) for c in PIPE_COLUMNS)
+                   + f" | {d['pct_copy_bw']:.1f}% | {d['speedup_vs_cublas']:.2f}× | "
+                   f"{ops['(07) W4A16']['us'] / d['us']:.2f}× |")
+    out.append(f"\nµs, median; weights rotated past L2. Measured on {env_line(sec)}.")
+    return "\n".join(out)
+
+
 README_TABLES = {
     "ceilings": ceilings_markdown,
     "ladder": lambda: ladder_markdown([(1, "bench"), (2, "bench"), (3, "bench")], "M=4096 N=4096 K=4096",
@@ -242,6 +283,8 @@ README_TABLES = {
     "07_w4a16": w4a16_markdown,
     "08_nf4": nf4_markdown,
     "09_w4a8": w4a8_markdown,
+    "10_ladder": pipe_ladder_markdown,
+    "10_w4a16": pipe_markdown,
 }
 
 

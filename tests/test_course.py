@@ -170,6 +170,33 @@ def test_w4a8_bind_rejects_bad_input():
     assert [a.dtype for a in calls[0][5:8]] == [torch.int8, torch.float32, torch.int32]
 
 
+def test_w4a16_frag_bind_rejects_bad_input():
+    """Lesson 10's problem takes x and a quant.Int4Fragments; every wrong one is named before any launch."""
+    import torch
+    from harness import quant
+    prob = problems.W4A16FragLinear()
+    calls = []
+    op = prob.bind(lambda *a: calls.append(a), "linear_w4a16_frag")
+    x, w = prob.make_inputs((3, 40, 256), torch.Generator().manual_seed(0), device="cpu")
+    assert isinstance(w, quant.Int4Fragments) and w.packed.shape == (3, 4, 32, 4) and w.scale.shape == (2, 48)
+    assert prob.reference((x, w)).shape == (3, 40)
+    with pytest.raises(ValueError, match="the weights have K = 256"):
+        op(x[:, :128], w)
+    with pytest.raises(TypeError, match="x must be torch.float16"):
+        op(x.float(), w)
+    with pytest.raises(TypeError, match="must be a quant.Int4Fragments"):
+        op(x, quant.Int4Weight(torch.zeros(40, 32, dtype=torch.int32), torch.ones(40, 2, dtype=torch.float16), 128))
+    with pytest.raises(ValueError, match=r"w.scale .* must have shape \(2, 48\)"):
+        op(x, quant.Int4Fragments(w.packed, w.scale[:, :16], w.n))
+    with pytest.raises(TypeError, match="w.packed .* must be torch.int32"):
+        op(x, quant.Int4Fragments(w.packed.long(), w.scale, w.n))
+    with pytest.raises(ValueError, match="groups of 128"):
+        op(x, quant.Int4Fragments(w.packed, w.scale, w.n, group=64))
+    assert not calls
+    y = op(x, w)
+    assert y.shape == (3, 40) and calls[0][-3:] == (3, 40, 256)
+
+
 def _fake_toolkit(home, version):
     """A CUDA_HOME with headers but no CCCL, whose nvcc reports `version`."""
     (home / "bin").mkdir(parents=True)

@@ -128,6 +128,38 @@ def test_w4a8_error_close_to_int4_with_zero_points():
     assert quant.bits_per_weight(qw, W.numel()) == 4 + 16 / 128 + 16 / 512
 
 
+def test_fragment_order_word_is_one_mma_a_fragment():
+    """Lesson 10: lane l = 4g + t's word of an m16 tile and k16 step holds, as nibbles u = q + 8, the A fragment of
+    mma.m16n8k16 in the order lesson 07's trick unpacks it: nibbles i and i + 4 are the halves of register i."""
+    g = torch.Generator().manual_seed(3)
+    W = torch.randn(37, 256, generator=g)
+    qw = quant.quantize_int4(W, 128)
+    fw = quant.to_fragments(qw)
+    assert fw.packed.shape == (3, 4, 32, 4) and fw.packed.dtype == torch.int32
+    assert fw.scale.shape == (2, 48) and (fw.scale[:, 37:] == 0).all() and torch.equal(fw.scale[:, :37], qw.scale.t())
+    q = quant.unpack_int4(qw.packed).long()
+    for tile, chunk, lane, step in ((0, 0, 0, 0), (1, 3, 13, 2), (2, 1, 31, 3)):
+        word = int(fw.packed[tile, chunk, lane, step]) & 0xFFFFFFFF
+        gg, t, k0 = lane // 4, lane % 4, chunk * 64 + step * 16
+        # registers a0..a3 = rows (g, g+8, g, g+8) × columns (2t, 2t, 2t+8, 2t+8), second half one column on
+        for reg, (dr, dc) in enumerate(((0, 0), (8, 0), (0, 8), (8, 8))):
+            for half in (0, 1):
+                r, c = 16 * tile + gg + dr, k0 + 2 * t + dc + half
+                want = int(q[r, c]) + 8 if r < 37 else 8  # rows past N: q = 0
+                assert (word >> (4 * (reg + 4 * half))) & 0xF == want, (tile, chunk, lane, step, reg, half)
+    assert torch.equal(fw.codes(), quant.unpack_int4(qw.packed))
+    assert torch.equal(fw.dequantize(), qw.dequantize())
+    assert fw.k == 256 and fw.nbytes() == 3 * 4 * 32 * 4 * 4 + 2 * 48 * 2
+
+
+def test_fragment_order_refuses_what_it_cannot_hold():
+    W = weights(16, 256)
+    with pytest.raises(ValueError, match="only the symmetric format"):
+        quant.to_fragments(quant.quantize_int4(W, 128, symmetric=False))
+    with pytest.raises(ValueError, match="must be a multiple of 64"):
+        quant.to_fragments(quant.quantize_int4(W, 32))
+
+
 def test_per_token_int8():
     x = torch.randn(7, 300) * torch.linspace(0.1, 10, 7)[:, None]
     q, s = quant.quantize_per_token_int8(x)

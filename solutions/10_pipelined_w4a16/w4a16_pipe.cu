@@ -1,0 +1,474 @@
+// Lesson 10: the dequantization bottleneck inside a pipelined tensor-core W4A16 kernel.
+// y[M,N] = x[M,K] · Ŵ[N,K]ᵀ, Ŵ = q · scale, symmetric INT4 q (−8..7), one FP16 scale per 128 weights along K.
+// One kernel body, five steps of a ladder, each step a launcher measured against the one before (NOTES.md,
+// results/10.json):
+//   gemm_w4a16_writeback         lesson 07's packed weights → an FP16 tile in shared memory → ldmatrix → mma;
+//   gemm_w4a16_writeback_padded  the same with the FP16 tile's rows padded by 16 bytes (the bank conflicts);
+//   gemm_w4a16_frag              weights in fragment order (harness/quant.py, to_fragments): a lane's 16-byte
+//                                load is its own A fragments of four mma steps, dequantized in registers;
+//   gemm_w4a16_frag_pipe         + a cp.async ring of TILE_STAGES K tiles, so loads overlap the math;
+//   linear_w4a16_frag            + split-K where the output tiles cannot fill the SMs: the lesson's kernel.
+// Every step: x through ldmatrix from a swizzled shared tile, mma.sync m16n8k16 with the weights as A (16
+// outputs) and x as B (8 tokens), FP32 accumulation. The first four are single-K-range (no split) on purpose.
+// REQUIRES: sm_80
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <cstdint>
+
+#define EXPORT extern "C"  // the harness binds every EXPORT launcher to Python
+
+#ifndef TILE_STAGES
+#define TILE_STAGES 4  // cp.async ring depth of the pipelined steps (the 128-token tile: 3, for shared memory)
+#endif
+#ifndef TILE_SPLIT_COST
+#define TILE_SPLIT_COST 4  // what a block costs besides its K tiles, in K tiles (choosing the split; lesson 09)
+#endif
+#ifndef TILE_LATE_SCALE
+#define TILE_LATE_SCALE -1  // scale after the mma (1), in the fragment (0), or by the warp tile's size (-1)
+#endif
+#ifndef TILE_MAX_BM
+#define TILE_MAX_BM 128  // the largest token tile (64: two 64-token tiles at M = 128, two blocks per SM)
+#endif
+#ifndef TILE_SPLIT_BLOCKS
+#define TILE_SPLIT_BLOCKS 2  // blocks per SM a wave counts (at most what fits)
+#endif
+
+constexpr int GROUP = 128, TBN = 128, THREADS = 256;  // K tile = one scale group; outputs per block; 8 warps
+enum Mode { WRITEBACK = 0, WRITEBACK_PADDED = 1, FRAGMENTS = 2 };
+
+__device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t*>(&h); }
+__device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *reinterpret_cast<__half2*>(&u); }
+__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t b, uint32_t c) {  // (a & b) | c, one LOP3
+    uint32_t d;
+    asm("lop3.b32 %0, %1, %2, %3, 0xea;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+// Shared memory is addressed by 32-bit shared-window addresses (__cvta_generic_to_shared), computed once.
+__device__ __forceinline__ void cp_async16(uint32_t smem, const void* gmem, bool valid) {  // invalid: 16 zero bytes
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {  // four 8x8 b16 matrices
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+    return v;
+}
+__device__ __forceinline__ __half lds16(uint32_t addr) {
+    unsigned short v;
+    asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(addr));
+    return __ushort_as_half(v);
+}
+__device__ __forceinline__ void sts128(uint32_t addr, const uint32_t (&w)[4]) {
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]));
+}
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// One fragment-order word (8 unsigned nibbles u = q + 8) → the lane's A fragment of one mma step: 4 half2
+// of q, exact small integers (the scale comes after). Nibbles i and i + 4 are the halves of register i: a0 (row
+// g, columns 2t, 2t+1), a1 (row g + 8), a2 (row g, columns 2t+8, 2t+9), a3 (row g + 8); they come out of lesson
+// 07's trick: a nibble ANDed into the mantissa under the exponent of 1024 (0x6400) is the half 1024 + n;
+// nibbles 1 and 5 are used 4 bits up (1024 + 16n, brought down by an HFMA2 with 1/16), nibbles 2, 3, 6, 7 after
+// one shift by 8. Two instructions per register, and no permutation: the offline layout did that.
+__device__ __forceinline__ void frag_q(uint32_t u, uint32_t (&a)[4]) {
+    // BEGIN EXERCISE 10.a: one word → one A fragment, in registers
+    //> // TODO: v = u >> 8, magic = 0x64006400; with and_or (one LOP3) and half2 math (bits_h2 / h2_bits):
+    //> //   a[0] = and_or(u, 0x000F000F, magic) − 1032               halves 1024 + n − (1024 + 8) = q
+    //> //   a[1] = and_or(u, 0x00F000F0, magic) · 1/16 − 72          halves 1024 + 16n: one __hfma2
+    //> //   a[2], a[3]: the same two with v.
+    //> for (int i = 0; i < 4; ++i) a[i] = 0u;
+    //> (void)u;
+    const uint32_t v = u >> 8, magic = 0x64006400u;
+    const __half2 k1032 = __float2half2_rn(1032.0f), sixteenth = __float2half2_rn(0.0625f), m72 = __float2half2_rn(-72.0f);
+    a[0] = h2_bits(__hsub2(bits_h2(and_or(u, 0x000F000Fu, magic)), k1032));
+    a[1] = h2_bits(__hfma2(bits_h2(and_or(u, 0x00F000F0u, magic)), sixteenth, m72));
+    a[2] = h2_bits(__hsub2(bits_h2(and_or(v, 0x000F000Fu, magic)), k1032));
+    a[3] = h2_bits(__hfma2(bits_h2(and_or(v, 0x00F000F0u, magic)), sixteenth, m72));
+    // END EXERCISE
+}
+
+// Ŵ = q · scale in the fragment: registers 0 and 2 are row g, 1 and 3 row g + 8.
+__device__ __forceinline__ void scale_frag(uint32_t (&a)[4], __half2 s_lo, __half2 s_hi) {
+    a[0] = h2_bits(__hmul2(bits_h2(a[0]), s_lo));
+    a[1] = h2_bits(__hmul2(bits_h2(a[1]), s_hi));
+    a[2] = h2_bits(__hmul2(bits_h2(a[2]), s_lo));
+    a[3] = h2_bits(__hmul2(bits_h2(a[3]), s_hi));
+}
+
+// Lesson 07's packed word (8 signed weights k..k+7, weight k + i in bits 4i) → 4 half2 in K order, scaled: the
+// write-back steps' conversion. Flip each nibble's top bit (q + 8), then the same trick gives the pairs
+// (w0, w4) (w1, w5) (w2, w6) (w3, w7), which one byte permute per word puts back in K order.
+__device__ __forceinline__ void packed_dequant(uint32_t word, __half2 s, uint32_t (&w)[4]) {
+    const uint32_t u = word ^ 0x88888888u, v = u >> 8, magic = 0x64006400u;
+    const __half2 k1032 = __float2half2_rn(1032.0f), sixteenth = __float2half2_rn(0.0625f), m72 = __float2half2_rn(-72.0f);
+    const uint32_t p04 = h2_bits(__hsub2(bits_h2(and_or(u, 0x000F000Fu, magic)), k1032));
+    const uint32_t p15 = h2_bits(__hfma2(bits_h2(and_or(u, 0x00F000F0u, magic)), sixteenth, m72));
+    const uint32_t p26 = h2_bits(__hsub2(bits_h2(and_or(v, 0x000F000Fu, magic)), k1032));
+    const uint32_t p37 = h2_bits(__hfma2(bits_h2(and_or(v, 0x00F000F0u, magic)), sixteenth, m72));
+    w[0] = h2_bits(__hmul2(bits_h2(__byte_perm(p04, p15, 0x5410)), s));  // w0 w1
+    w[1] = h2_bits(__hmul2(bits_h2(__byte_perm(p26, p37, 0x5410)), s));  // w2 w3
+    w[2] = h2_bits(__hmul2(bits_h2(__byte_perm(p04, p15, 0x7632)), s));  // w4 w5
+    w[3] = h2_bits(__hmul2(bits_h2(__byte_perm(p26, p37, 0x7632)), s));  // w6 w7
+}
+
+// x's shared tile: BM token rows × 128 halves (256 bytes, 16 pieces of 16 bytes). ldmatrix reads the same
+// piece of 8 consecutive rows at once; unswizzled, those are 256 bytes apart, all in the same 4 banks (8-way
+// conflict). Piece p of row r is stored at p ^ (r % 8): 8 consecutive rows, 8 different bank groups.
+__device__ __forceinline__ int x_slot(int r, int p) { return p ^ (r & 7); }
+
+// The lane's B fragments (x) for two k16 steps and 8 tokens. ldmatrix.x4: lanes 8q … 8q+7 give the row
+// addresses of matrix q, and lane (g, t) receives row g, halves 2t, 2t+1 of each matrix. With matrix q = piece
+// 4·j2 + q of the 8 token rows (K 32·j2 + 8q … +7), the four registers are b0, b1 of step 2·j2 and b0, b1 of
+// step 2·j2 + 1 (PTX: B[k][n] with k = 2t, 2t+1 and 2t+8, 2t+9, n = g).
+// x_row_addr: the address this lane gives, relative to the stage: row r = r0 + lane % 8, piece p = 4·j2 + lane / 8.
+__device__ __forceinline__ uint32_t x_row_addr(int r0, int j2, int lane) {
+    // BEGIN EXERCISE 10.b: ldmatrix addresses for x's B fragments
+    //> // TODO: the row r = r0 + lane % 8 and piece p = 4·j2 + lane / 8 of x's tile: return r·256 + x_slot(r, p)·16.
+    //> (void)r0; (void)j2; (void)lane;
+    //> return 0;
+    const int r = r0 + (lane & 7), p = 4 * j2 + (lane >> 3);
+    return r * 256 + x_slot(r, p) * 16;
+    // END EXERCISE
+}
+__device__ __forceinline__ void x_frags(uint32_t (&b)[4], uint32_t addr) { ldsm_x4(b, addr); }
+
+// A block: 128 outputs × BM tokens, K tiles of 128 (one scale group) from its K range [kt_begin, kt_end).
+// 8 warps: WM along the tokens × 8 / WM along the outputs; a warp owns 16·MT outputs × 8·NT tokens.
+// Shared memory per stage: x (BM × 256 B), then the weights: FRAGMENTS: the block's 8 m16 tiles in fragment
+// order (1 KB each: two 64-wide K chunks × 32 lanes × 16 B) and its 128 scales (256 B); WRITEBACK*: lesson 07's
+// packed rows (128 × 64 B). WRITEBACK* also has one FP16 tile, 128 rows × (128 + PAD) halves.
+template <int MODE, int BM, int WM, int STAGES>
+struct Cfg {
+    static constexpr int TWN = 8 / WM, MT = TBN / TWN / 16, NT = BM / WM / 8;
+    static constexpr int X_BYTES = BM * 256, W_BYTES = TBN * 64, S_BYTES = MODE == FRAGMENTS ? TBN * 2 : 0;
+    static constexpr int STAGE = X_BYTES + W_BYTES + S_BYTES;
+    static constexpr int PAD = MODE == WRITEBACK_PADDED ? 8 : 0, WROW = GROUP + PAD;  // FP16 tile row, in halves
+    static constexpr int SMEM = STAGES * STAGE + (MODE == FRAGMENTS ? 0 : TBN * WROW * 2);
+    static constexpr int MIN_BLOCKS = BM <= 32 ? 2 : 1;
+    // Small warp tiles scale after the mma: per K tile, 4 FFMA per m16n8 tile instead of 4 HMUL2 per mma step
+    // of each m16 tile (32 per K tile), at the price of a second accumulator.
+    static constexpr bool LATE_SCALE = TILE_LATE_SCALE < 0 ? MT * NT <= 2 : TILE_LATE_SCALE;
+};
+
+template <int MODE, int BM, int WM, int STAGES>
+__global__ void __launch_bounds__(THREADS, (Cfg<MODE, BM, WM, STAGES>::MIN_BLOCKS))
+w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const __half* __restrict__ scales,
+             __half* __restrict__ y, int M, int N, int K, float* __restrict__ ws, int* __restrict__ counters) {
+    using C = Cfg<MODE, BM, WM, STAGES>;
+    constexpr int MT = C::MT, NT = C::NT;
+    extern __shared__ __align__(128) uint8_t smem[];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int wm0 = (warp / C::TWN) * (BM / WM), wn0 = (warp % C::TWN) * (16 * MT);
+    const int n0 = blockIdx.x * TBN, m0 = blockIdx.y * BM, groups = K / GROUP, splits = gridDim.z;
+    const int kt_begin = (int)((long)groups * blockIdx.z / splits), kt_end = (int)((long)groups * (blockIdx.z + 1) / splits);
+    const int nk = kt_end - kt_begin, tiles16 = (N + 15) / 16, npad = tiles16 * 16;
+    const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem);
+
+    // Each thread's copies, planned once: source at K tile 0 (a K tile adds a fixed stride), offset in a stage.
+    // The first version computed them in every K tile: 500 instructions per warp and K tile, a third of them
+    // integer address arithmetic (SASS, NOTES.md).
+    constexpr int XN = (BM * 16 + THREADS - 1) / THREADS, WN = TBN * 64 / 16 / THREADS;
+    const __half* xsrc[XN];
+    uint32_t xdst[XN];
+    bool xok[XN];
+#pragma unroll
+    for (int j = 0; j < XN; ++j) {  // x: piece p of token row r; rows past M are zeros
+        const int c = threadIdx.x + j * THREADS, r = c / 16, p = c % 16;
+        xok[j] = m0 + r < M;
+        xsrc[j] = x + (size_t)(xok[j] ? m0 + r : 0) * K + p * 8;
+        xdst[j] = r * 256 + x_slot(r, p) * 16;
+    }
+    const uint8_t* wsrc[WN];
+    bool wok[WN];
+#pragma unroll
+    for (int j = 0; j < WN; ++j) {
+        const int c = threadIdx.x + j * THREADS;
+        if (MODE == FRAGMENTS) {  // 8 m16 tiles × 1 KB per K tile, contiguous per tile in memory
+            const int tile = n0 / 16 + c / 64;
+            wok[j] = tile < tiles16;
+            wsrc[j] = reinterpret_cast<const uint8_t*>(Wq) + (size_t)(wok[j] ? tile : 0) * (K / 64) * 512 + (c % 64) * 16;
+        } else {  // lesson 07's rows: piece c % 4 of row c / 4; rows past N re-read row N - 1 (not stored)
+            wok[j] = true;
+            wsrc[j] = reinterpret_cast<const uint8_t*>(Wq + (size_t)min(n0 + c / 4, N - 1) * (K / 8) + (c % 4) * 4);
+        }
+    }
+    const bool sok = n0 + (int)threadIdx.x * 8 < npad;  // threads 0-15: 8 of the block's 128 scales each
+    const __half* ssrc = scales + (sok ? n0 + threadIdx.x * 8 : 0);
+
+    auto load_tile = [&](int kt, uint32_t stage) {
+#pragma unroll
+        for (int j = 0; j < XN; ++j)
+            if (BM * 16 % THREADS == 0 || threadIdx.x + j * THREADS < BM * 16)
+                cp_async16(stage + xdst[j], xsrc[j] + kt * GROUP, xok[j]);
+#pragma unroll
+        for (int j = 0; j < WN; ++j)
+            cp_async16(stage + C::X_BYTES + (threadIdx.x + j * THREADS) * 16,
+                       wsrc[j] + (size_t)kt * (MODE == FRAGMENTS ? 1024 : GROUP / 2), wok[j]);
+        if (MODE == FRAGMENTS && threadIdx.x < TBN / 8)
+            cp_async16(stage + C::X_BYTES + C::W_BYTES + threadIdx.x * 16, ssrc + (size_t)kt * npad, sok);
+    };
+
+    // The lane's shared-memory reads, relative to a stage: x's ldmatrix rows for the four k32 steps (the
+    // swizzle depends on lane % 8 only, since the warp's token rows start at a multiple of 8), its 16-byte
+    // piece of each m16 tile's fragments, and the scales of its rows g and g + 8.
+    uint32_t xl[4];
+#pragma unroll
+    for (int j2 = 0; j2 < 4; ++j2) xl[j2] = x_row_addr(wm0, j2, lane);
+    const uint32_t wl = C::X_BYTES + (wn0 / 16) * 1024 + lane * 16, sl = C::X_BYTES + C::W_BYTES + (wn0 + g) * 2;
+
+    float acc[MT][NT][4] = {};
+    uint32_t rd = sbase, wr = sbase;  // the stage to compute from, the stage to load into
+    auto next = [&](uint32_t s) { return s + C::STAGE == sbase + STAGES * C::STAGE ? sbase : s + C::STAGE; };
+    if (STAGES > 1) {
+#pragma unroll
+        for (int s = 0; s < STAGES - 1; ++s) {
+            if (s < nk) load_tile(kt_begin + s, wr);
+            cp_async_commit();
+            wr = next(wr);
+        }
+    }
+    for (int i = 0; i < nk; ++i) {
+        const int kt = kt_begin + i;
+        if (STAGES == 1) {  // no pipeline: load, wait for it, compute
+            __syncthreads();  // everyone is done with the previous tile
+            load_tile(kt, sbase);
+            cp_async_commit();
+            cp_async_wait<0>();
+            __syncthreads();
+        } else {
+            cp_async_wait<(STAGES > 1 ? STAGES - 2 : 0)>();  // this thread's copies of tile i have landed...
+            __syncthreads();  // ...and everyone's; everyone is also done with tile i - 1's stage
+            if (i + STAGES - 1 < nk) load_tile(kt + STAGES - 1, wr);
+            cp_async_commit();
+            wr = next(wr);
+        }
+        const uint32_t st = rd;
+        rd = next(rd);
+
+        if (MODE == FRAGMENTS) {
+            __half s_lo[MT], s_hi[MT];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) s_lo[mt] = lds16(st + sl + 32 * mt), s_hi[mt] = lds16(st + sl + 32 * mt + 16);
+            float blk[MT][NT][4];  // LATE_SCALE: this K tile's Σ q·x
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) blk[mt][nt][e] = 0.f;
+#pragma unroll
+            for (int kq = 0; kq < 2; ++kq) {  // 64-wide K chunks: one 16-byte load per m16 tile = 4 mma steps
+                uint4 wv[MT];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) wv[mt] = lds128(st + wl + (mt * 2 + kq) * 512);
+#pragma unroll
+                for (int jj = 0; jj < 2; ++jj) {
+                    uint32_t b[NT][4];
+#pragma unroll
+                    for (int nt = 0; nt < NT; ++nt) x_frags(b[nt], st + xl[2 * kq + jj] + nt * 2048);
+#pragma unroll
+                    for (int s = 0; s < 2; ++s)
+#pragma unroll
+                        for (int mt = 0; mt < MT; ++mt) {
+                            uint32_t a[4];
+                            frag_q(reinterpret_cast<const uint32_t*>(&wv[mt])[2 * jj + s], a);
+                            if (!C::LATE_SCALE) scale_frag(a, __half2half2(s_lo[mt]), __half2half2(s_hi[mt]));
+#pragma unroll
+                            for (int nt = 0; nt < NT; ++nt)
+                                mma16816(C::LATE_SCALE ? blk[mt][nt] : acc[mt][nt], a, b[nt][2 * s], b[nt][2 * s + 1]);
+                        }
+                }
+            }
+            if (C::LATE_SCALE) {
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e)  // e / 2: row g or g + 8
+                            acc[mt][nt][e] += __half2float(e < 2 ? s_lo[mt] : s_hi[mt]) * blk[mt][nt][e];
+            }
+        } else {
+            // Write-back: every thread dequantizes its pieces into the FP16 tile, then the warps read A with ldmatrix.
+            const uint32_t wt = sbase + STAGES * C::STAGE;
+#pragma unroll
+            for (int j = 0; j < WN; ++j) {
+                const int c = threadIdx.x + j * THREADS, r = c / 4, p = c % 4;
+                const uint4 v = lds128(st + C::X_BYTES + c * 16);
+                const __half2 s = __half2half2(__ldg(scales + (size_t)min(n0 + r, N - 1) * groups + kt));
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    uint32_t w[4];
+                    packed_dequant(reinterpret_cast<const uint32_t*>(&v)[q], s, w);
+                    sts128(wt + (r * C::WROW + 32 * p + 8 * q) * 2, w);
+                }
+            }
+            __syncthreads();
+            // ldmatrix matrices: rows 0-7 / 8-15 of the m16 tile × columns 0-7 / 8-15 of the k16 step
+            const uint32_t al = wt + ((wn0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * C::WROW + 8 * (lane >> 4)) * 2;
+#pragma unroll
+            for (int j2 = 0; j2 < 4; ++j2) {
+                uint32_t b[NT][4];
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) x_frags(b[nt], st + xl[j2] + nt * 2048);
+#pragma unroll
+                for (int s = 0; s < 2; ++s)
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        uint32_t a[4];
+                        ldsm_x4(a, al + (16 * mt * C::WROW + 16 * (2 * j2 + s)) * 2);
+#pragma unroll
+                        for (int nt = 0; nt < NT; ++nt) mma16816(acc[mt][nt], a, b[nt][2 * s], b[nt][2 * s + 1]);
+                    }
+            }
+        }
+    }
+    cp_async_wait<0>();
+
+    // Split K: publish this block's partial tile; the last block of the tile adds all partials in split order
+    // (the result does not depend on which block came last) and goes on to the store.
+    if (splits > 1) {
+        const int tile = blockIdx.y * gridDim.x + blockIdx.x;
+        float* mine = ws + ((size_t)tile * splits + blockIdx.z) * (BM * TBN);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) mine[((mt * NT + nt) * 4 + e) * THREADS + threadIdx.x] = acc[mt][nt][e];
+        __threadfence();
+        __syncthreads();
+        __shared__ int last;
+        if (threadIdx.x == 0) {
+            last = atomicAdd(counters + tile, 1) == splits - 1;
+            if (last) counters[tile] = 0;  // ready for the next launch
+        }
+        __syncthreads();
+        if (!last) return;
+        __threadfence();
+        const float* part = ws + (size_t)tile * splits * (BM * TBN) + threadIdx.x;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
+        for (int z = 0; z < splits; ++z, part += BM * TBN)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[mt][nt][e] += __ldcg(part + ((mt * NT + nt) * 4 + e) * THREADS);
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {  // C is yᵀ: rows are outputs n, columns tokens m
+                const int n = n0 + wn0 + 16 * mt + g + 8 * (e / 2), m = m0 + wm0 + 8 * nt + 2 * t + e % 2;
+                if (m < M && n < N) y[(size_t)m * N + n] = __float2half_rn(acc[mt][nt][e]);
+            }
+}
+
+// Split-K workspace and tile counters, grown on demand and kept (counters return to zero by themselves).
+// One stream at a time: two concurrent launches would share them.
+static float* g_ws = nullptr;
+static size_t g_ws_bytes = 0;
+static int* g_counters = nullptr;
+static int g_counter_n = 0;
+static bool reserve_split(size_t bytes, int tiles, cudaStream_t stream) {
+    if (bytes > g_ws_bytes) {
+        if (g_ws) cudaFree(g_ws);
+        if (cudaMalloc(&g_ws, bytes) != cudaSuccess) { g_ws = nullptr; g_ws_bytes = 0; cudaGetLastError(); return false; }
+        g_ws_bytes = bytes;
+    }
+    if (tiles > g_counter_n) {
+        if (g_counters) cudaFree(g_counters);
+        if (cudaMalloc(&g_counters, tiles * sizeof(int)) != cudaSuccess) {
+            g_counters = nullptr; g_counter_n = 0; cudaGetLastError(); return false;
+        }
+        cudaMemsetAsync(g_counters, 0, tiles * sizeof(int), stream);
+        g_counter_n = tiles;
+    }
+    return true;
+}
+
+template <int MODE, int BM, int WM, int STAGES>
+static void launch_cfg(const __half* x, const int32_t* Wq, const __half* scales, __half* y, int M, int N, int K,
+                       bool split, cudaStream_t stream) {
+    using C = Cfg<MODE, BM, WM, STAGES>;
+    auto kernel = w4a16_kernel<MODE, BM, WM, STAGES>;
+    static int sms = 0, per_sm = 0;
+    if (!sms) {
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, THREADS, C::SMEM);
+        per_sm = per_sm < 1 ? 1 : per_sm;
+    }
+    const dim3 tiles((N + TBN - 1) / TBN, (M + BM - 1) / BM);
+    const int ntiles = tiles.x * tiles.y, ktiles = K / GROUP;
+    // Split K when the tiles cannot fill the SMs: a block costs its K tiles + TILE_SPLIT_COST (the ring's
+    // filling, the partial tile's round trip), the time is waves × that (lesson 09's model); ≥ 4 K tiles a split.
+    int splits = 1;
+    if (split) {
+        const int slots = sms * (per_sm < TILE_SPLIT_BLOCKS ? per_sm : TILE_SPLIT_BLOCKS);
+        auto cost = [&](int s) { return (float)(((long)ntiles * s + slots - 1) / slots) * ((float)ktiles / s + TILE_SPLIT_COST); };
+        for (int s = 2; s <= 16 && s <= ktiles / 4; ++s)
+            if (cost(s) < cost(splits)) splits = s;
+        if (splits > 1 && !reserve_split((size_t)ntiles * splits * BM * TBN * sizeof(float), ntiles, stream)) splits = 1;
+    }
+    kernel<<<dim3(tiles.x, tiles.y, splits), THREADS, C::SMEM, stream>>>(x, Wq, scales, y, M, N, K, g_ws, g_counters);
+}
+
+// Tile by M: 8 warps side by side along N up to 32 tokens; past that 4 × 2 warps of 32 outputs each.
+template <int MODE, int STAGES>
+static void launch(const __half* x, const int32_t* Wq, const __half* scales, __half* y, int M, int N, int K, bool split,
+                   cudaStream_t stream) {
+    if (M <= 8) launch_cfg<MODE, 8, 1, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
+    else if (M <= 16) launch_cfg<MODE, 16, 1, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
+    else if (M <= 32) launch_cfg<MODE, 32, 1, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
+    else if (M <= 64) launch_cfg<MODE, 64, 2, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
+    else if (TILE_MAX_BM <= 64) launch_cfg<MODE, 64, 2, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
+    else launch_cfg<MODE, 128, 2, (STAGES < 3 ? STAGES : 3)>(x, Wq, scales, y, M, N, K, split, stream);
+}
+
+static bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+// The Python wrappers check shapes and formats with clear messages; here a bad call does nothing rather than
+// read out of bounds.
+static bool ok_args(int K, const void* x, const void* q, const void* s) {
+    return K % GROUP == 0 && aligned16(x) && aligned16(q) && aligned16(s);
+}
+
+// Lesson 07's format: q int32 [N, K/8], scales fp16 [N, K/128].
+EXPORT void gemm_w4a16_writeback(const __half* x, const int32_t* q, const __half* scales, __half* y, int M, int N, int K,
+                                 cudaStream_t stream) {
+    if (ok_args(K, x, q, x)) launch<WRITEBACK, 1>(x, q, scales, y, M, N, K, false, stream);
+}
+EXPORT void gemm_w4a16_writeback_padded(const __half* x, const int32_t* q, const __half* scales, __half* y, int M, int N,
+                                        int K, cudaStream_t stream) {
+    if (ok_args(K, x, q, x)) launch<WRITEBACK_PADDED, 1>(x, q, scales, y, M, N, K, false, stream);
+}
+// Fragment order: q int32 [ceil(N/16), K/64, 32, 4], scales fp16 [K/128, ceil(N/16)·16] (quant.to_fragments).
+EXPORT void gemm_w4a16_frag(const __half* x, const int32_t* q, const __half* scales, __half* y, int M, int N, int K,
+                            cudaStream_t stream) {
+    if (ok_args(K, x, q, scales)) launch<FRAGMENTS, 1>(x, q, scales, y, M, N, K, false, stream);
+}
+EXPORT void gemm_w4a16_frag_pipe(const __half* x, const int32_t* q, const __half* scales, __half* y, int M, int N, int K,
+                                 cudaStream_t stream) {
+    if (ok_args(K, x, q, scales)) launch<FRAGMENTS, TILE_STAGES>(x, q, scales, y, M, N, K, false, stream);
+}
+EXPORT void linear_w4a16_frag(const __half* x, const int32_t* q, const __half* scales, __half* y, int M, int N, int K,
+                              cudaStream_t stream) {
+    if (ok_args(K, x, q, scales)) launch<FRAGMENTS, TILE_STAGES>(x, q, scales, y, M, N, K, true, stream);
+}

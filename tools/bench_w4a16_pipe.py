@@ -1,0 +1,94 @@
+"""Lesson 10 measurements, weights rotated past L2, every route on the same weights in the same run.
+
+    python tools/bench_w4a16_pipe.py --ladder [--m 16 128] [--record]   each step of the ladder against the one before
+    python tools/bench_w4a16_pipe.py [--m 1 16 32 64 128 256] [--record] lesson 10's kernel against cuBLAS FP16,
+                                                                        tinygemm and lesson 07's W4A16
+
+With --record the rows go to results/10.json ("ladder" or "table"; COURSE_RECORD=1 for the shipped file).
+"""
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_w4a16 import tinygemm_op  # noqa: E402  (lesson 07's tinygemm route, the same baseline)
+
+from harness import bench, build, catalog, quant, results, roofline  # noqa: E402
+
+SHAPES_KN = [(4096, 4096), (4096, 14336), (14336, 4096), (8192, 8192)]
+CUBLAS, OURS = "cuBLAS FP16 (FP16 weights)", "(10) W4A16, fragment order"
+STEPS = ["gemm_w4a16_writeback", "gemm_w4a16_writeback_padded", "gemm_w4a16_frag", "gemm_w4a16_frag_pipe",
+         "linear_w4a16_frag"]
+
+
+def weight_sets(shape):
+    """Input sets in lesson 07's format, the same weights in fragment order, and their FP16 dequantization."""
+    sets = bench.input_sets(catalog.W4A16, shape)
+    frags = [(x, quant.to_fragments(quant.Int4Weight(q, s, 128))) for x, q, s in sets]
+    w16 = {id(q): quant.Int4Weight(q, s, 128).dequantize().half() for _, q, s in sets}
+    return sets, frags, w16
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--m", type=int, nargs="+", default=None)
+    ap.add_argument("--kn", type=int, nargs=2, action="append", help="K N (default: the four lesson shapes)")
+    ap.add_argument("--ladder", action="store_true", help="time the five steps of the ladder")
+    ap.add_argument("--exercises", action="store_true", help="time your kernels/ files, not the solutions")
+    ap.add_argument("--flags", default="", help="extra nvcc flags for lesson 10's file, e.g. --flags=-DTILE_STAGES=3")
+    ap.add_argument("--quick", action="store_true", help="time only cuBLAS and lesson 10's kernel (tuning)")
+    ap.add_argument("--record", action="store_true")
+    a = ap.parse_args()
+    sol = not a.exercises
+    mod = build.load(10, "w4a16_pipe", solution=sol, extra_cuda_flags=a.flags.split() or None)
+    p, pf = catalog.W4A16, catalog.W4A16_FRAG
+    ms = a.m or ([1, 16, 32, 128] if a.ladder else [1, 16, 32, 64, 128, 256])
+    shapes_kn = [tuple(kn) for kn in a.kn] if a.kn else SHAPES_KN
+    if a.ladder:
+        routes = {k.label: (k.problem, k.problem.bind(getattr(mod, k.launcher)))
+                  for k in catalog.kernels(10) if k.launcher in STEPS}
+    else:
+        routes = {OURS: (pf, pf.bind(mod.linear_w4a16_frag))}
+        if not a.quick:
+            routes["(07) W4A16"] = (p, p.bind(build.load(7, "w4a16", solution=sol).linear_w4a16))
+    bw = roofline.ceilings()["copy_GBps"]
+    rows = []
+    for K, N in shapes_kn:
+        tiny, why = (None, "not asked for") if a.ladder or a.quick else tinygemm_op(N, K)
+        if tiny is None and why != "not asked for":
+            print(f"tinygemm unavailable here: {why}")
+        for M in ms:
+            shape = (M, N, K)
+            sets, frags, w16 = weight_sets(shape)
+            timed = {CUBLAS: bench.time_fn(lambda x, q, s: torch.nn.functional.linear(x, w16[id(q)]), sets, reps=50)}
+            if tiny:
+                timed["tinygemm (_weight_int4pack_mm, bf16)"] = bench.time_fn(tiny, sets, reps=50)
+            for name, (prob, op) in routes.items():
+                timed[name] = bench.time_fn(op, frags if prob is pf else sets, reps=50)
+            del sets, frags, w16
+            base = timed[CUBLAS].median_us
+            prev = None
+            print(f"\nM={M} K={K} N={N}: W4A16 reads {p.bytes(shape) / 1e6:.1f} MB, floor {p.bytes(shape) / bw / 1e3:.1f} µs "
+                  f"at {bw:,.0f} GB/s")
+            for name, t in timed.items():
+                nbytes = catalog.FP16.bytes(shape) if name == CUBLAS else p.bytes(shape)
+                row = dict(op=name, shape=list(shape), desc=p.describe(shape), us=round(t.median_us, 2),
+                           gbs=round(nbytes / t.median_us / 1e3, 1),
+                           pct_copy_bw=round(100 * nbytes / bw / 1e3 / t.median_us, 1),
+                           speedup_vs_cublas=round(base / t.median_us, 2),
+                           tflops=round(p.flops(shape) / t.median_us / 1e6, 2))
+                if a.ladder and name != CUBLAS:  # each step against the one before
+                    row["speedup_vs_previous"] = round(prev / t.median_us, 2) if prev else None
+                    prev = t.median_us
+                rows.append(row)
+                step = f"  {row['speedup_vs_previous']:.2f}× the step before" if row.get("speedup_vs_previous") else ""
+                print(f"  {name:<40} {row['us']:>8.1f} µs {row['pct_copy_bw']:>6.1f}% of copy bw {row['tflops']:>7.1f} TFLOP/s "
+                      f"{row['speedup_vs_cublas']:>5.2f}× cuBLAS{step}")
+    if a.record:
+        results.record(10, "ladder" if a.ladder else "table", rows)
+
+
+if __name__ == "__main__":
+    main()
