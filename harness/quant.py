@@ -9,6 +9,7 @@ Weights are [N, K] (nn.Linear's layout); groups run along K, the reduction dimen
 | INT4 symmetric, group | q in [-8, 7], packed 8 per int32; scale fp16 | q · scale |
 | INT4 asymmetric, group | q in [0, 15], packed 8 per int32; scale fp16, zero uint8 | (q − zero) · scale |
 | NF4, block 64 (bitsandbytes) | 4-bit codebook index, 2 per uint8; absmax fp32 per block | NF4[idx] · absmax |
+| INT4 in mma fragment order (lesson 10) | q + 8 packed per lane and mma step (`to_fragments`); scale fp16 [K/g, N] | q · scale |
 | W4A8 two-level (lesson 09) | u in [0, 15], packed 8 per int32 (own order); scale fp16 [N, 1]; gscale, gzero uint8 [N, K/g] | scale · gscale · (u − gzero) |
 | INT8 per-token activations | q int8 [M, K]; scale fp32 [M] | q · scale |
 

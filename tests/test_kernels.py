@@ -40,6 +40,4 @@ def test_stub_fails_helpfully(k):
     res = check.check(k.problem, catalog.op(k, solution=False))
     assert not res.ok, f"the stub of {k.launcher} passes its check: the exercise tests nothing"
     msg = str(res.first_failure())
-    # zeros (a missing product), unwritten outputs, NaN/inf, or wrong values shown against the reference (lesson
-    # 10's 10.b stub points ldmatrix at one row: the values are x's, in the wrong places)
-    assert any(h in msg for h in ("never written", "exactly 0", "NaN/inf", "first wrong elements")), msg
+    assert any(h in msg for h in ("never written", "exactly 0", "NaN/inf")), msg

@@ -130,16 +130,18 @@ __device__ __forceinline__ int x_slot(int r, int p) { return p ^ (r & 7); }
 // 4·j2 + q of the 8 token rows (K 32·j2 + 8q … +7), the four registers are b0, b1 of step 2·j2 and b0, b1 of
 // step 2·j2 + 1 (PTX: B[k][n] with k = 2t, 2t+1 and 2t+8, 2t+9, n = g).
 // x_row_addr: the address this lane gives, relative to the stage: row r = r0 + lane % 8, piece p = 4·j2 + lane / 8.
+// x_frags: the ldmatrix.x4 at that address (plus the stage and the n8 tile's rows).
+// BEGIN EXERCISE 10.b: ldmatrix addresses and the load of x's B fragments
+//> // TODO: x_row_addr: the row r = r0 + lane % 8 and piece p = 4·j2 + lane / 8 of x's tile: return
+//> //   r·256 + x_slot(r, p)·16. x_frags: ldsm_x4(b, addr).
+//> __device__ __forceinline__ uint32_t x_row_addr(int r0, int j2, int lane) { (void)r0; (void)j2; (void)lane; return 0; }
+//> __device__ __forceinline__ void x_frags(uint32_t (&b)[4], uint32_t addr) { (void)addr; b[0] = b[1] = b[2] = b[3] = 0u; }
 __device__ __forceinline__ uint32_t x_row_addr(int r0, int j2, int lane) {
-    // BEGIN EXERCISE 10.b: ldmatrix addresses for x's B fragments
-    //> // TODO: the row r = r0 + lane % 8 and piece p = 4·j2 + lane / 8 of x's tile: return r·256 + x_slot(r, p)·16.
-    //> (void)r0; (void)j2; (void)lane;
-    //> return 0;
     const int r = r0 + (lane & 7), p = 4 * j2 + (lane >> 3);
     return r * 256 + x_slot(r, p) * 16;
-    // END EXERCISE
 }
 __device__ __forceinline__ void x_frags(uint32_t (&b)[4], uint32_t addr) { ldsm_x4(b, addr); }
+// END EXERCISE
 
 // A block: 128 outputs × BM tokens, K tiles of 128 (one scale group) from its K range [kt_begin, kt_end).
 // 8 warps: WM along the tokens × 8 / WM along the outputs; a warp owns 16·MT outputs × 8·NT tokens.
