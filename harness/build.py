@@ -478,8 +478,9 @@ def load_file(path: Path, *, solution: bool = False, extra_cuda_flags: list[str]
     modname = f"{stem}_{key[:12]}"
     bdir = cache_root() / "build" / modname
     so = bdir / f"{modname}.so"
+    done = bdir / "complete"  # written after the build: another process may be linking the .so right now
     t0 = time.perf_counter()
-    if so.exists():
+    if so.exists() and done.exists():
         ext = sys.modules.get(modname) or _import_so(modname, so)
         os.utime(bdir)
         return KernelModule(path, solution, exports, ext, bdir, time.perf_counter() - t0, True, min_cap)
@@ -511,5 +512,6 @@ def load_file(path: Path, *, solution: bool = False, extra_cuda_flags: list[str]
             os.environ["TORCH_CUDA_ARCH_LIST"] = old_arch
     if verbose:
         print(log.read_text())
+    done.touch()
     _prune(bdir.parent, stem + "_", bdir)
     return KernelModule(path, solution, exports, ext, bdir, time.perf_counter() - t0, False, min_cap)

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .problems import (DequantNF4, DequantW4, DequantW8, GemvLinear, Linear, NF4Linear, ScaleAdd, W4A8Linear,
-                       W4A16FragLinear, W4A16Linear, W8A8Linear, W8A16Linear)
+from .problems import (AddRMSNorm, DecodeAttention, DequantNF4, DequantW4, DequantW8, GemvLinear, Linear, NF4Linear,
+                       ScaleAdd, SiluMul, W4A8Linear, W4A16FragLinear, W4A16Linear, W8A8Linear, W8A16Linear)
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,9 @@ DEQUANT_NF4 = DequantNF4()
 NF4_LINEAR = NF4Linear()
 W4A8 = W4A8Linear()
 W4A16_FRAG = W4A16FragLinear()
+ADD_RMSNORM = AddRMSNorm()
+ATTENTION = DecodeAttention()
+SILU_MUL = SiluMul()
 
 KERNELS = [
     Kernel(0, "scale_add", "scale_add", ScaleAdd(), ("00.a",), "scale_add"),
@@ -76,6 +79,9 @@ KERNELS = [
     Kernel(10, "w4a16_pipe", "gemm_w4a16_frag", W4A16_FRAG, ("10.a", "10.b"), "10.3 fragment order, in registers"),
     Kernel(10, "w4a16_pipe", "gemm_w4a16_frag_pipe", W4A16_FRAG, ("10.a", "10.b"), "10.4 + cp.async pipeline"),
     Kernel(10, "w4a16_pipe", "linear_w4a16_frag", W4A16_FRAG, ("10.a", "10.b"), "10.5 + split-K (lesson 10's kernel)"),
+    Kernel(11, "decode_ops", "decode_attention", ATTENTION, ("11.a", "11.b"), "11 decode attention (RoPE, GQA, KV cache)"),
+    Kernel(11, "decode_ops", "add_rmsnorm", ADD_RMSNORM, ("11.c",), "11 residual add + RMSNorm"),
+    Kernel(11, "decode_ops", "silu_mul", SILU_MUL, ("11.d",), "11 SiLU · up (SwiGLU)"),
 ]
 
 

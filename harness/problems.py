@@ -732,3 +732,250 @@ def torch_w8a8(x, q, scales, out=None):
 
 
 torch_w8a8.__name__ = "torch: quantize + _int_mm + scale"
+
+
+# ----------------------------------------------------------------------------------------------
+# Lesson 11: the rest of a decode step (harness/decode.py holds the math, used here as the float64 reference)
+
+def _need_fp16(t, what, name, dims=None):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: {what} must be a torch.Tensor, got {type(t).__name__}")
+    if dims is not None and t.dim() != dims:
+        raise ValueError(f"{name}: {what} must be {dims}-D, got shape {tuple(t.shape)}")
+    if t.dtype != torch.float16:
+        raise TypeError(f"{name}: {what} must be torch.float16, got {t.dtype}")
+
+
+@dataclass
+class AddRMSNorm:
+    """residual = h + delta (rounded to FP16, as stored), y = residual / sqrt(mean(residual²) + eps) · w, per row.
+    The output holds both: out[0] = residual, out[1] = y, each [M, H]; h may be out[0] (an in-place residual).
+    Launchers: `fn(h, delta, w, out, M, H, eps)`."""
+    eps: float = 1e-5
+    name: str = "add_rmsnorm"
+    ceiling: str = "fp16"
+    in_dtype: torch.dtype = torch.float16
+    out_dtype: torch.dtype = torch.float16
+    check_shapes: tuple = ((1, 4096), (3, 256), (16, 8), (5, 1000), (17, 14336), (64, 4104), (130, 2048))
+
+    def describe(self, shape):
+        return f"M={shape[0]} H={shape[1]}"
+
+    def flops(self, shape):
+        return 5 * shape[0] * shape[1]
+
+    def bytes(self, shape):
+        """h, delta read once, w once; residual and y written once"""
+        M, H = shape
+        return 2 * (4 * M * H + H)
+
+    def out_shape(self, shape):
+        return (2, *shape)
+
+    def make_inputs(self, shape, gen=None, device="cuda"):
+        M, H = shape
+        h = (3 * torch.randn(M, H, generator=gen, device=device)).half()
+        delta = torch.randn(M, H, generator=gen, device=device).half()
+        w = (1 + 0.2 * torch.randn(H, generator=gen, device=device)).half()
+        return h, delta, w
+
+    def reference(self, inputs):
+        from . import decode
+        h, delta, w = inputs
+        res = (h.double() + delta.double()).half().double()
+        return torch.stack([res, decode.rms_norm(res, w.double(), self.eps)])
+
+    def bind(self, launcher, name=None):
+        prob = self
+
+        def op(h, delta, w, out=None, eps=None):
+            n = op.__name__
+            _need_fp16(h, "h [M, H]", n, 2)
+            _need_fp16(delta, "delta [M, H]", n, 2)
+            _need_fp16(w, "w [H]", n, 1)
+            M, H = h.shape
+            if tuple(delta.shape) != (M, H) or tuple(w.shape) != (H,):
+                raise ValueError(f"{n}: h {list(h.shape)}, delta {list(delta.shape)} and w {list(w.shape)} must be "
+                                 "[M, H], [M, H] and [H]")
+            if H % 8:
+                raise ValueError(f"{n}: H = {H} must be a multiple of 8 (each thread moves 16 bytes)")
+            if out is None:
+                out = torch.empty(2, M, H, dtype=torch.float16, device=h.device)
+            elif tuple(out.shape) != (2, M, H) or out.dtype != torch.float16:
+                raise ValueError(f"{n}: out must be float16 [2, M={M}, H={H}] (residual, normed), got "
+                                 f"{out.dtype} {list(out.shape)}")
+            if M:
+                launcher(h, delta, w, out, M, H, prob.eps if eps is None else float(eps))
+            return out
+
+        op.__name__ = name or getattr(launcher, "__name__", "add_rmsnorm_op")
+        return op
+
+    def call(self, op, inputs, out):
+        op(*inputs, out=out)
+
+
+@dataclass
+class DecodeAttention:
+    """One decode step of grouped-query attention with RoPE and a KV cache (harness/decode.py's layouts):
+    qkv fp16 [B, (n_heads + 2·n_kv)·128], k_cache and v_cache fp16 [B, n_kv, max_seq, 128], pos int32 [B] (each
+    sequence's new position), rope fp32 [≥ max_seq, 64, 2]. Writes the roped k and v at pos into the caches and
+    returns out fp16 [B, n_heads·128], the attention of the roped q over positions 0 … pos.
+    A shape is (B, ctx, n_heads, n_kv): positions are drawn below ctx (the first sequence's is ctx − 1).
+    The keys of a sequence are split over `splits` blocks (enough to give the GPU two blocks per SM, at most 16);
+    their partial results go through a workspace that the bound op keeps (it only grows, and old ones are kept
+    alive, so a CUDA graph that captured one stays valid).
+    Launchers: `fn(qkv, k_cache, v_cache, pos, rope, out, work, counters, B, n_heads, n_kv, max_seq, splits)`."""
+    head_dim: int = 128
+    theta: float = 500000.0
+    name: str = "decode_attention"
+    ceiling: str = "fp16"
+    in_dtype: torch.dtype = torch.float16
+    out_dtype: torch.dtype = torch.float16
+    check_shapes: tuple = ((1, 1, 1, 1), (1, 37, 4, 1), (3, 200, 8, 2), (2, 513, 32, 8), (5, 1000, 6, 3),
+                           (16, 64, 32, 8), (1, 4097, 32, 8), (4, 33, 2, 2))
+
+    def describe(self, shape):
+        B, ctx, nh, nkv = shape
+        return f"B={B} ctx={ctx} heads={nh}/{nkv}"
+
+    def flops(self, shape):
+        B, ctx, nh, _ = shape
+        return 4 * B * nh * ctx * self.head_dim
+
+    def bytes(self, shape):
+        """the cached k and v of every position read once (per kv head), qkv read, out and the new k, v written"""
+        B, ctx, nh, nkv = shape
+        hd = self.head_dim
+        return 2 * (2 * B * nkv * ctx * hd + B * (nh + 2 * nkv) * hd + B * nh * hd + 2 * B * nkv * hd)
+
+    def out_shape(self, shape):
+        B, _, nh, _ = shape
+        return (B, nh * self.head_dim)
+
+    def make_inputs(self, shape, gen=None, device="cuda"):
+        from . import decode
+        B, ctx, nh, nkv = shape
+        hd, max_seq = self.head_dim, ctx + 5  # cache rows past every position hold values too: reading them shows
+        qkv = torch.randn(B, (nh + 2 * nkv) * hd, generator=gen, device=device).half()
+        kc = torch.randn(B, nkv, max_seq, hd, generator=gen, device=device).half()
+        vc = torch.randn(B, nkv, max_seq, hd, generator=gen, device=device).half()
+        pos = torch.randint(0, ctx, (B,), generator=gen, device=device, dtype=torch.int32)
+        pos[0] = ctx - 1
+        return qkv, kc, vc, pos, decode.rope_table(max_seq, hd, self.theta, device)
+
+    def reference(self, inputs):
+        from . import decode
+        qkv, kc, vc, pos, rope = inputs
+        return decode.attention_reference(qkv, kc, vc, pos, rope, torch.float64)
+
+    max_splits: int = 16
+
+    def splits(self, B, n_heads, max_seq, sms):
+        """Blocks per (sequence, head): two blocks per SM in all, each with at least 64 positions to read."""
+        want = -(-2 * sms // max(B * n_heads, 1))
+        return max(1, min(want, self.max_splits, -(-max_seq // 64)))
+
+    def bind(self, launcher, name=None):
+        prob = self
+        hd = self.head_dim
+        scratch = {}  # device -> (work, counters); grown, never freed while the op lives
+        kept = []
+
+        def workspace(dev, B, nh, splits):
+            w, c = scratch.get(dev, (None, None))
+            if w is None or w.numel() < B * nh * splits * (hd + 2) or c.numel() < B * nh:
+                w = torch.empty(max(B * nh * splits * (hd + 2), 0 if w is None else w.numel()), device=dev)
+                c = torch.zeros(max(B * nh, 0 if c is None else c.numel()), dtype=torch.int32, device=dev)
+                kept.append(scratch.get(dev))
+                scratch[dev] = (w, c)
+            return w, c
+
+        def op(qkv, k_cache, v_cache, pos, rope, out=None, splits=None):
+            n = op.__name__
+            _need_fp16(qkv, "qkv [B, (n_heads + 2·n_kv)·128]", n, 2)
+            _need_fp16(k_cache, "k_cache [B, n_kv, max_seq, 128]", n, 4)
+            _need_fp16(v_cache, "v_cache [B, n_kv, max_seq, 128]", n, 4)
+            B, nkv, max_seq, d = k_cache.shape
+            if d != hd or tuple(v_cache.shape) != tuple(k_cache.shape) or k_cache.shape[0] != qkv.shape[0]:
+                raise ValueError(f"{n}: k_cache and v_cache must both be [B={qkv.shape[0]}, n_kv, max_seq, {hd}], got "
+                                 f"{list(k_cache.shape)} and {list(v_cache.shape)}")
+            if qkv.shape[1] % hd or qkv.shape[1] // hd <= 2 * nkv or (qkv.shape[1] // hd - 2 * nkv) % nkv:
+                raise ValueError(f"{n}: qkv has {qkv.shape[1]} columns: it must hold n_heads + 2·n_kv heads of {hd} "
+                                 f"with n_kv = {nkv} (from the cache) and n_heads a multiple of n_kv")
+            nh = qkv.shape[1] // hd - 2 * nkv
+            _need(pos, torch.int32, (B,), "pos (one position per sequence)", n)
+            if not isinstance(rope, torch.Tensor) or rope.dtype != torch.float32 or rope.dim() != 3 \
+                    or tuple(rope.shape[1:]) != (hd // 2, 2) or rope.shape[0] < max_seq:
+                raise ValueError(f"{n}: rope must be float32 [≥ max_seq = {max_seq}, {hd // 2}, 2] "
+                                 "(harness.decode.rope_table)")
+            if B and not (pos.is_cuda and torch.cuda.is_current_stream_capturing()):  # in a graph: the kernel's guard
+                lo, hi = int(pos.min()), int(pos.max())
+                if lo < 0 or hi >= max_seq:
+                    raise ValueError(f"{n}: positions must be in 0 … {max_seq - 1} (the cache's length), got {lo} … {hi}")
+            out = _out(out, (B, nh * hd), n, qkv.device, ("B", "n_heads·128"))
+            if B:
+                if splits is None:
+                    sms = torch.cuda.get_device_properties(qkv.device).multi_processor_count if qkv.is_cuda else 1
+                    splits = prob.splits(B, nh, max_seq, sms)
+                if not 1 <= splits <= prob.max_splits:
+                    raise ValueError(f"{n}: splits must be 1 … {prob.max_splits}, got {splits}")
+                work, counters = workspace(qkv.device, B, nh, splits)
+                launcher(qkv, k_cache, v_cache, pos, rope, out, work, counters, B, nh, nkv, max_seq, splits)
+            return out
+
+        op.__name__ = name or getattr(launcher, "__name__", "decode_attention_op")
+        return op
+
+    def call(self, op, inputs, out):
+        op(*inputs, out=out)
+
+
+@dataclass
+class SiluMul:
+    """SwiGLU's activation: act[M, I] = silu(gate_up[:, :I]) · gate_up[:, I:] (the fused gate and up projections).
+    Launchers: `fn(gate_up, act, M, I)`."""
+    name: str = "silu_mul"
+    ceiling: str = "fp16"
+    in_dtype: torch.dtype = torch.float16
+    out_dtype: torch.dtype = torch.float16
+    check_shapes: tuple = ((1, 8), (3, 14336), (16, 1000), (7, 24), (64, 4096))
+
+    def describe(self, shape):
+        return f"M={shape[0]} I={shape[1]}"
+
+    def flops(self, shape):
+        return 5 * shape[0] * shape[1]
+
+    def bytes(self, shape):
+        return 2 * 3 * shape[0] * shape[1]
+
+    def out_shape(self, shape):
+        return tuple(shape)
+
+    def make_inputs(self, shape, gen=None, device="cuda"):
+        M, I = shape
+        return (2 * torch.randn(M, 2 * I, generator=gen, device=device)).half(),
+
+    def reference(self, inputs):
+        gu = inputs[0].double()
+        I = gu.shape[1] // 2
+        return torch.nn.functional.silu(gu[:, :I]) * gu[:, I:]
+
+    def bind(self, launcher, name=None):
+        def op(gate_up, out=None):
+            n = op.__name__
+            _need_fp16(gate_up, "gate_up [M, 2·I]", n, 2)
+            M, I = gate_up.shape[0], gate_up.shape[1] // 2
+            if gate_up.shape[1] % 16:
+                raise ValueError(f"{n}: gate_up has {gate_up.shape[1]} columns; it must be 2·I with I a multiple of 8")
+            out = _out(out, (M, I), n, gate_up.device, ("M", "I"))
+            if M:
+                launcher(gate_up, out, M, I)
+            return out
+
+        op.__name__ = name or getattr(launcher, "__name__", "silu_mul_op")
+        return op
+
+    def call(self, op, inputs, out):
+        op(*inputs, out=out)

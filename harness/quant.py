@@ -39,6 +39,14 @@ def _check_weight(W: torch.Tensor, group: int, what: str):
         raise ValueError(f"{what}: W contains NaN or inf; a scale computed from it would poison its whole group")
 
 
+def _divisor(scale: torch.Tensor) -> torch.Tensor:
+    """An FP16 scale as the divisor that quantizes with it: the scale itself, subnormal ones included (weights of
+    magnitude ~1e-3 give INT8 scales below FP16's smallest normal, 6.1e-5: clamping to it would quantize with one
+    scale and dequantize with another), and 1 for an all-zero group, whose codes are then 0."""
+    s = scale.float()
+    return torch.where(s == 0, torch.ones_like(s), s)
+
+
 def _groups(W: torch.Tensor, group: int) -> torch.Tensor:
     """[N, K] → [N, K/group, group] in float32."""
     N, K = W.shape
@@ -69,7 +77,7 @@ def quantize_int8(W: torch.Tensor, group: int | None = None) -> Int8Weight:
     _check_weight(W, group, "quantize_int8")
     g = _groups(W, group)
     scale = (g.abs().amax(dim=-1) / INT8_MAX).to(torch.float16)
-    s = scale.float().clamp_min(torch.finfo(torch.float16).tiny)[..., None]  # an all-zero group stays zero
+    s = _divisor(scale)[..., None]
     q = torch.round(g / s).clamp(-INT8_MAX, INT8_MAX).to(torch.int8)
     return Int8Weight(q.reshape(W.shape), scale, group)
 
@@ -130,14 +138,13 @@ def quantize_int4(W: torch.Tensor, group: int = 128, symmetric: bool = True) -> 
     if group % 8:
         raise ValueError(f"quantize_int4: the group size ({group}) must be a multiple of 8, one int32 word")
     g = _groups(W, group)
-    tiny = torch.finfo(torch.float16).tiny
     if symmetric:
         scale = (g.abs().amax(dim=-1) / INT4_MAX).to(torch.float16)
-        q = torch.round(g / scale.float().clamp_min(tiny)[..., None]).clamp(INT4_MIN, INT4_MAX)
+        q = torch.round(g / _divisor(scale)[..., None]).clamp(INT4_MIN, INT4_MAX)
         return Int4Weight(pack_int4(q.reshape(W.shape).to(torch.int8)), scale, group)
     lo, hi = g.amin(dim=-1).clamp(max=0), g.amax(dim=-1).clamp(min=0)  # the range always contains 0
     scale = ((hi - lo) / 15).to(torch.float16)
-    s = scale.float().clamp_min(tiny)
+    s = _divisor(scale)
     zero = torch.round(-lo / s).clamp(0, 15)
     q = (torch.round(g / s[..., None]) + zero[..., None]).clamp(0, 15)
     return Int4Weight(pack_int4(q.reshape(W.shape).to(torch.int16)), scale, group, zero.to(torch.uint8))
@@ -353,7 +360,7 @@ def quantize_w4a8(W: torch.Tensor, group: int = 128) -> W4A8Weight:
         raise ValueError(f"quantize_w4a8: the group size ({group}) must be a multiple of 8, one int32 word")
     N, K = W.shape
     scale = (W.float().abs().amax(dim=1, keepdim=True) / W4A8_LEVEL1).to(torch.float16)
-    c = torch.round(W.float() / scale.float().clamp_min(torch.finfo(torch.float16).tiny))
+    c = torch.round(W.float() / _divisor(scale))
     g = c.clamp(-W4A8_LEVEL1, W4A8_LEVEL1).reshape(N, K // group, group)
     lo, hi = g.amin(dim=-1).clamp(max=0), g.amax(dim=-1).clamp(min=0)  # the range always contains 0
     gs = torch.ceil((hi - lo) / 15).clamp(1, 15)

@@ -28,6 +28,12 @@ def baseline_for(problem):
     from . import quant
     from .problems import (DequantNF4, DequantW8, NF4Linear, ScaleAdd, W4A8Linear, W4A16FragLinear, W4A16Linear,
                            W8A8Linear, W8A16Linear, torch_int_mm, torch_linear, torch_w8a8)
+    from .problems import AddRMSNorm, DecodeAttention, SiluMul
+    if isinstance(problem, (AddRMSNorm, DecodeAttention, SiluMul)):
+        from . import decode
+        ops = decode.torch_ops()
+        return "PyTorch ops", {AddRMSNorm: ops.add_rmsnorm, DecodeAttention: ops.attention, SiluMul: ops.silu_mul}[
+            type(problem)]
     if isinstance(problem, ScaleAdd):
         return "torch.add(b, x, alpha=a)", lambda x, b: torch.add(b, x, alpha=problem.a)
     if isinstance(problem, W8A8Linear):
@@ -62,7 +68,14 @@ def baseline_for(problem):
 
 
 def demo_shapes(lesson: int, problem):
-    from .problems import DequantNF4, DequantW8, NF4Linear, W4A8Linear, W4A16Linear, W8A8Linear, W8A16Linear
+    from .problems import (AddRMSNorm, DecodeAttention, DequantNF4, DequantW8, NF4Linear, SiluMul, W4A8Linear,
+                           W4A16Linear, W8A8Linear, W8A16Linear)
+    if isinstance(problem, DecodeAttention):
+        return [(1, 512, 32, 8), (16, 512, 32, 8)]  # Llama-3-8B's heads, batch 1 and 16, 512 cached positions
+    if isinstance(problem, AddRMSNorm):
+        return [(1, 4096), (16, 4096)]
+    if isinstance(problem, SiluMul):
+        return [(1, 14336), (16, 14336)]
     if isinstance(problem, (DequantW8, DequantNF4)):
         return DEQUANT_SHAPES
     if isinstance(problem, NF4Linear):
@@ -146,6 +159,9 @@ def recorded_sections(lesson: int, *, prefer_local: bool) -> list[tuple[str, str
             found.append((name, results.w4a8_markdown(), []))
         elif lesson == 10 and name in ("ladder", "table"):
             found.append((name, results.pipe_ladder_markdown() if name == "ladder" else results.pipe_markdown(), []))
+        elif lesson == 11 and name in ("decode", "accuracy"):
+            found.append((name, results.decode_markdown(prefer_local) if name == "decode"
+                          else results.decode_accuracy_markdown(prefer_local), []))
     return found
 
 

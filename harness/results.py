@@ -272,6 +272,39 @@ def pipe_markdown() -> str:
     return "\n".join(out)
 
 
+def decode_markdown(prefer_local: bool = False) -> str:
+    """Lesson 11: tokens per second of the Llama-shaped decode step per weight format and batch, against FP16."""
+    sec = load(11, "decode", prefer_local=prefer_local)
+    rows = sec["rows"]
+    out = ["| format | batch | tok/s (CUDA graph) | µs / step | vs FP16 | % of floor | GEMMs alone, µs | "
+           "the rest, µs | eager (Python launches), tok/s | weights, GB |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        out.append(f"| {r['label']} | {r['batch']} | {r['tok_s']:,.1f} | {r['us_graph']:,.0f} | "
+                   f"{r['speedup_vs_fp16']:.2f}× | {r['pct_floor']:.0f}% | {r['us_gemm']:,.0f} | "
+                   f"{r['us_graph'] - r['us_gemm']:,.0f} | {r['tok_s_eager']:,.1f} | {r['weight_gb']:.2f} |")
+    c = sec.get("config", {})
+    out.append(f"\n{c.get('n_layers', '?')} layers of Llama-3-8B's shape (hidden {c.get('hidden')}, MLP "
+               f"{c.get('intermediate')}, {c.get('n_heads')}/{c.get('n_kv_heads')} heads, vocabulary {c.get('vocab')}), "
+               f"random weights, {rows[0]['ctx']} cached positions per sequence, greedy decoding. Floor: the step's "
+               f"bytes (weights in the format, KV cache) at the measured copy bandwidth. Measured on {env_line(sec)}.")
+    return "\n".join(out)
+
+
+def decode_accuracy_markdown(prefer_local: bool = False) -> str:
+    """Lesson 11: each quantized model's logits against the FP16 model's and against its own weights in FP16."""
+    sec = load(11, "accuracy", prefer_local=prefer_local)
+    out = ["| format | ‖Δ logits‖ / ‖logits‖ vs FP16 (worst step) | min cosine | same top-1 token | "
+           "vs its own weights in FP16 (worst step) |", "|---|---:|---:|---:|---:|"]
+    for r in sec["rows"]:
+        out.append(f"| {r['label']} | {r['vs_fp16_rel_err']:.4f} ({r['vs_fp16_worst_rel_err']:.4f}) | "
+                   f"{r['vs_fp16_min_cos']:.4f} | {100 * r['vs_fp16_top1']:.1f}% | {r['vs_twin_rel_err']:.1e} "
+                   f"({r['vs_twin_worst_rel_err']:.1e}) |")
+    t = sec["rows"][0]["tokens"]
+    out.append(f"\n{t[0]} sequences × {t[1]} teacher-forced tokens. Measured on {env_line(sec)}.")
+    return "\n".join(out)
+
+
 README_TABLES = {
     "ceilings": ceilings_markdown,
     "ladder": lambda: ladder_markdown([(1, "bench"), (2, "bench"), (3, "bench")], "M=4096 N=4096 K=4096",
@@ -285,6 +318,8 @@ README_TABLES = {
     "09_w4a8": w4a8_markdown,
     "10_ladder": pipe_ladder_markdown,
     "10_w4a16": pipe_markdown,
+    "11_decode": decode_markdown,
+    "11_accuracy": decode_accuracy_markdown,
 }
 
 

@@ -217,3 +217,18 @@ def test_format_check_names_the_first_difference():
     r = res["05.b pack_int4"]
     assert not r.ok and "differ; first at" in r.message and "nibble order" in r.message
     assert "raised AttributeError" in res["05.a quantize_int8_groupwise"].message
+
+
+def test_small_weights_with_subnormal_fp16_scales_round_trip():
+    """Weights of ~1e-3 give INT8 group scales below FP16's smallest normal (6.1e-5): quantizing must divide by the
+    stored (subnormal) scale, or the codes and the scale disagree (a 30-60% error, found in lesson 11)."""
+    g = torch.Generator().manual_seed(0)
+    W = torch.randn(64, 256, generator=g) * 1e-3
+    q8 = quant.quantize_int8(W, 128)
+    assert (q8.scale.float() < torch.finfo(torch.float16).tiny).any()
+    assert quant.rel_error(q8.dequantize(), W) < 0.01
+    assert quant.rel_error(quant.quantize_int4(W * 0.05, 128).dequantize(), W * 0.05) < 0.15
+    assert quant.rel_error(quant.quantize_int4(W * 0.05, 128, symmetric=False).dequantize(), W * 0.05) < 0.15
+    z = torch.zeros(2, 128)
+    assert torch.equal(quant.quantize_int8(z, 128).dequantize(), z)
+    assert torch.equal(quant.quantize_int4(z, 128, symmetric=False).dequantize(), z)

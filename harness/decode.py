@@ -1,0 +1,682 @@
+"""Lesson 11: the decode step of a Llama-shaped model, built from the course's kernels.
+
+A decoder layer (Llama 3 / Mistral shape: pre-norm, grouped-query attention with RoPE, SwiGLU MLP):
+
+    residual += delta;  x = RMSNorm(residual)             add_rmsnorm   (lesson 11)
+    qkv = x · Wqkvᵀ                                       linear        (cuBLAS, or lesson 06/07/08/10)
+    attn = attention(RoPE(q), cache ← RoPE(k), v)         attention     (lesson 11)
+    delta = attn · Woᵀ                                    linear
+    residual += delta;  x = RMSNorm(residual)             add_rmsnorm
+    gate_up = x · Wguᵀ;  act = silu(gate) · up            linear, silu_mul (lesson 11)
+    delta = act · Wdownᵀ                                  linear
+
+The four linear layers of each layer, and the LM head, are what a weight format replaces (`FORMATS`); everything
+else is the same for every format, so the comparison between formats is the comparison between GEMM kernels.
+Weights are random (no checkpoint is downloaded): speed depends only on the shapes, and the check against the FP16
+model measures what quantization and our kernels change, not the quality of a trained model.
+
+`DecodeModel.step(tokens, pos)` runs one token per sequence; `DecodeGraph` captures a step as a CUDA graph (the
+position lives in device memory, so one graph serves every step). `reference_forward` is an independent
+full-sequence implementation in PyTorch (causal attention over the whole prompt, no cache) that the step-by-step
+model must agree with: the CPU tests check the plumbing (cache, positions, grouped heads) with it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import torch
+
+from . import quant
+
+
+@dataclass(frozen=True)
+class Config:
+    """Llama-3-8B's shape by default (Meta's config.json: hidden 4096, MLP 14336, 32 q heads, 8 kv heads of 128,
+    vocabulary 128256, RoPE θ 500000, RMSNorm ε 1e-5); `n_layers` can be lowered to fit a smaller GPU."""
+    hidden: int = 4096
+    intermediate: int = 14336
+    n_heads: int = 32
+    n_kv_heads: int = 8
+    head_dim: int = 128
+    n_layers: int = 32
+    vocab: int = 128256
+    rope_theta: float = 500000.0
+    eps: float = 1e-5
+
+    def __post_init__(self):
+        if self.head_dim != 128:
+            raise ValueError("the course's attention kernel holds a 128-wide head in a warp: head_dim must be 128")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})")
+        if self.hidden % 128 or self.intermediate % 128:
+            raise ValueError("hidden and intermediate must be multiples of 128 (the formats' group along K)")
+
+    @property
+    def qkv_out(self) -> int:
+        return (self.n_heads + 2 * self.n_kv_heads) * self.head_dim
+
+    def linears(self) -> list[tuple[str, int, int]]:
+        """(name, N, K) of one layer's linear layers, fused as the model runs them."""
+        return [("qkv", self.qkv_out, self.hidden), ("o", self.hidden, self.n_heads * self.head_dim),
+                ("gate_up", 2 * self.intermediate, self.hidden), ("down", self.hidden, self.intermediate)]
+
+    def linear_params(self) -> int:
+        """Weights of every linear layer, the LM head included."""
+        return self.n_layers * sum(n * k for _, n, k in self.linears()) + self.vocab * self.hidden
+
+
+LLAMA3_8B = Config()
+TINY = Config(hidden=256, intermediate=384, n_heads=2, n_kv_heads=1, n_layers=2, vocab=1000)
+
+
+# ----------------------------------------------------------------------------------------------
+# The math of the small ops, in any float dtype: the reference of the lesson's kernels (float64) and the
+# PyTorch implementation of the model's ops (CPU tests, the "PyTorch ops" baseline).
+
+def rope_table(max_seq: int, head_dim: int = 128, theta: float = 500000.0, device=None) -> torch.Tensor:
+    """fp32 [max_seq, head_dim/2, 2]: (cos, sin) of position · θ^(−2i/head_dim), computed in float64."""
+    inv = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    ang = torch.arange(max_seq, dtype=torch.float64)[:, None] * inv[None, :]
+    return torch.stack([ang.cos(), ang.sin()], dim=-1).float().to(device)
+
+
+def apply_rope(x: torch.Tensor, cs: torch.Tensor) -> torch.Tensor:
+    """Rotate-half RoPE (dimension i pairs with i + d/2, Hugging Face's Llama convention). x [..., d], cs [..., d/2, 2]
+    broadcastable, in x's dtype."""
+    d = x.shape[-1] // 2
+    c, s = cs[..., 0].to(x.dtype), cs[..., 1].to(x.dtype)
+    a, b = x[..., :d], x[..., d:]
+    return torch.cat([a * c - b * s, b * c + a * s], dim=-1)
+
+
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * w
+
+
+def attention_reference(qkv, k_cache, v_cache, pos, rope, compute=torch.float32) -> torch.Tensor:
+    """One decode step of the attention kernel, in `compute` precision: q and k roped at their positions, the new
+    k and v rounded to the cache's dtype, keys 0 … pos (cache rows below pos, then the new one). Reads the cache,
+    never writes it. Returns [B, n_heads·hd] in `compute`."""
+    B, nkv, _, hd = k_cache.shape
+    nh = qkv.shape[1] // hd - 2 * nkv
+    heads = qkv.to(compute).view(B, nh + 2 * nkv, hd)
+    out = torch.empty(B, nh, hd, dtype=compute, device=qkv.device)
+    for b in range(B):
+        p = int(pos[b])
+        cs = rope[p].to(qkv.device)
+        q = apply_rope(heads[b, :nh], cs.to(compute))
+        k = apply_rope(heads[b, nh:nh + nkv], cs.to(compute)).to(k_cache.dtype).to(compute)
+        v = heads[b, nh + nkv:].to(v_cache.dtype).to(compute)
+        keys = torch.cat([k_cache[b, :, :p].to(compute), k[:, None]], dim=1)  # [nkv, p + 1, hd]
+        vals = torch.cat([v_cache[b, :, :p].to(compute), v[:, None]], dim=1)
+        g = nh // nkv
+        s = torch.einsum("hd,htd->ht", q, keys.repeat_interleave(g, dim=0)) / math.sqrt(hd)
+        out[b] = torch.einsum("ht,htd->hd", torch.softmax(s, dim=-1), vals.repeat_interleave(g, dim=0))
+    return out.reshape(B, nh * hd)
+
+
+@dataclass
+class Ops:
+    """The model's non-GEMM ops, with the signatures of the problems they solve (harness/problems.py)."""
+    add_rmsnorm: object
+    attention: object
+    silu_mul: object
+    label: str
+
+
+def torch_ops(eps: float = 1e-5) -> Ops:
+    """The same ops in PyTorch, for any device and float dtype (computed in float32, stored in the inputs' dtype)."""
+
+    def add_rmsnorm(h, delta, w, out=None, eps=eps):
+        res = (h.float() + delta.float()).to(h.dtype)
+        y = rms_norm(res.float(), w.float(), eps).to(h.dtype)
+        out = torch.empty(2, *h.shape, dtype=h.dtype, device=h.device) if out is None else out
+        out[0].copy_(res)
+        out[1].copy_(y)
+        return out
+
+    def attention(qkv, k_cache, v_cache, pos, rope, out=None):
+        B, nkv, _, hd = k_cache.shape
+        nh = qkv.shape[1] // hd - 2 * nkv
+        o = attention_reference(qkv, k_cache, v_cache, pos, rope).to(qkv.dtype)
+        heads = qkv.view(B, nh + 2 * nkv, hd)
+        for b in range(B):  # append the new k, v as the kernel does
+            p = int(pos[b])
+            k_cache[b, :, p] = apply_rope(heads[b, nh:nh + nkv].float(), rope[p].to(qkv.device)).to(k_cache.dtype)
+            v_cache[b, :, p] = heads[b, nh + nkv:]
+        if out is None:
+            return o
+        out.copy_(o)
+        return out
+
+    def silu_mul(gate_up, out=None):
+        I = gate_up.shape[1] // 2
+        r = (torch.nn.functional.silu(gate_up[:, :I].float()) * gate_up[:, I:].float()).to(gate_up.dtype)
+        if out is None:
+            return r
+        out.copy_(r)
+        return out
+
+    return Ops(add_rmsnorm, attention, silu_mul, "PyTorch")
+
+
+def cuda_ops(solution: bool | None = None) -> Ops:
+    """The lesson's kernels (kernels/11_decode/decode_ops.cu, or solutions/ with solution=True)."""
+    from . import build, catalog
+    mod = build.load(11, "decode_ops", solution=solution)
+    return Ops(catalog.ADD_RMSNORM.bind(mod.add_rmsnorm, "add_rmsnorm"),
+               catalog.ATTENTION.bind(mod.decode_attention, "decode_attention"),
+               catalog.SILU_MUL.bind(mod.silu_mul, "silu_mul"), "lesson 11")
+
+
+# ----------------------------------------------------------------------------------------------
+# Weights
+
+def random_weights(cfg: Config, seed: int = 0, device="cuda", dtype=torch.float16) -> dict:
+    """Random weights of `cfg`'s shape, scaled so activations stay O(1) through any depth: projections into a layer
+    ~ N(0, 1/K) (unit-variance outputs from normalised inputs; 0.016 at K = 4096, about the spread of trained Llama
+    projections), the two that write into the residual stream (o, down) also divided by sqrt(2 · n_layers) (GPT-2's
+    residual scaling), norm weights near 1, a unit-variance embedding. The scaling matters to the accuracy check:
+    32 random layers with more gain amplify any perturbation of the weights into the logits (NOTES.md, lesson 11),
+    and the comparison with the FP16 model would then measure the random network, not the format."""
+    g = torch.Generator(device=device).manual_seed(seed)
+
+    def w(n, k, scale=1.0):
+        return (torch.randn(n, k, generator=g, device=device) * (scale / math.sqrt(k))).to(dtype)
+
+    def norm():
+        return (1 + 0.1 * torch.randn(cfg.hidden, generator=g, device=device)).to(dtype)
+
+    res = 1 / math.sqrt(2 * cfg.n_layers)
+    layers = []
+    for _ in range(cfg.n_layers):
+        layers.append({"attn_norm": norm(), "qkv": w(cfg.qkv_out, cfg.hidden),
+                       "o": w(cfg.hidden, cfg.n_heads * cfg.head_dim, res), "mlp_norm": norm(),
+                       "gate_up": w(2 * cfg.intermediate, cfg.hidden), "down": w(cfg.hidden, cfg.intermediate, res)})
+    return {"embed": torch.randn(cfg.vocab, cfg.hidden, generator=g, device=device).to(dtype), "layers": layers,
+            "final_norm": norm(), "lm_head": w(cfg.vocab, cfg.hidden)}
+
+
+# ----------------------------------------------------------------------------------------------
+# Linear layers: one class per weight format, all called as layer(x [M, K], out [M, N])
+
+def _by_rows(W: torch.Tensor, fn, max_elems: int = 1 << 25) -> list:
+    """fn applied to blocks of W's rows (a multiple of 16 rows each): quantizing a 0.5 G-weight LM head at once
+    would need several GB of int64 temporaries."""
+    rows = max(16, (max_elems // W.shape[1]) // 16 * 16)
+    return [fn(W[i:i + rows]) for i in range(0, W.shape[0], rows)]
+
+
+def _kernel_op(lesson: int, launcher: str, solution):
+    from . import catalog
+    k = next(k for k in catalog.kernels(lesson) if k.launcher == launcher)
+    return catalog.op(k, solution=solution)
+
+
+class DenseLinear:
+    """FP16 weights, cuBLAS through torch.mm: the baseline every format is measured against."""
+
+    def __init__(self, W: torch.Tensor, solution=None):
+        self.W, self.n, self.k = W, W.shape[0], W.shape[1]
+
+    def __call__(self, x, out):
+        torch.mm(x, self.W.t(), out=out)
+
+    def nbytes(self) -> int:
+        return self.W.numel() * self.W.element_size()
+
+    def dequantized(self) -> torch.Tensor:
+        return self.W
+
+
+class W8A16Layer:
+    """INT8 group-128 weights, lesson 06's linear_w8a16 (its GEMV to M = 16, then its tiled kernel)."""
+
+    def __init__(self, W, solution=None):
+        parts = _by_rows(W, lambda w: quant.quantize_int8(w, 128))
+        self.w = quant.Int8Weight(torch.cat([p.q for p in parts]), torch.cat([p.scale for p in parts]), 128)
+        self.n, self.k = W.shape
+        self.op = _kernel_op(6, "linear_w8a16", solution)
+
+    def __call__(self, x, out):
+        self.op(x, self.w.q, self.w.scale, out=out)
+
+    def nbytes(self):
+        return self.w.nbytes()
+
+    def dequantized(self):
+        return torch.cat([quant.Int8Weight(self.w.q[i:i + 4096], self.w.scale[i:i + 4096], 128).dequantize().half()
+                          for i in range(0, self.n, 4096)])
+
+
+class W4A16FragLayer:
+    """INT4 group-128 weights in mma fragment order, lesson 10's linear_w4a16_frag (its kernel for every M)."""
+
+    def __init__(self, W, solution=None):
+        parts = _by_rows(W, lambda w: quant.to_fragments(quant.quantize_int4(w, 128)))
+        self.w = quant.Int4Fragments(torch.cat([p.packed for p in parts]), torch.cat([p.scale for p in parts], 1),
+                                     W.shape[0], 128)
+        self.n, self.k = W.shape
+        self.op = _kernel_op(10, "linear_w4a16_frag", solution)
+
+    def __call__(self, x, out):
+        self.op(x, self.w, out=out)
+
+    def nbytes(self):
+        return self.w.nbytes()
+
+    def dequantized(self):
+        tiles = self.w.packed.shape[0]
+        step = 256  # m16 tiles per block of rows
+        out = []
+        for t in range(0, tiles, step):
+            part = quant.Int4Fragments(self.w.packed[t:t + step], self.w.scale[:, 16 * t:16 * (t + step)],
+                                       min(self.n - 16 * t, 16 * step), 128)
+            out.append(part.dequantize().half())
+        return torch.cat(out)
+
+
+class W4A16Layer:
+    """INT4 group-128 weights in lesson 07's packing, lesson 07's linear_w4a16 (GEMV to M = 16, then tiled)."""
+
+    def __init__(self, W, solution=None):
+        parts = _by_rows(W, lambda w: quant.quantize_int4(w, 128))
+        self.w = quant.Int4Weight(torch.cat([p.packed for p in parts]), torch.cat([p.scale for p in parts]), 128)
+        self.n, self.k = W.shape
+        self.op = _kernel_op(7, "linear_w4a16", solution)
+
+    def __call__(self, x, out):
+        self.op(x, self.w.packed, self.w.scale, out=out)
+
+    def nbytes(self):
+        return self.w.nbytes()
+
+    def dequantized(self):
+        return torch.cat([quant.Int4Weight(self.w.packed[i:i + 4096], self.w.scale[i:i + 4096], 128).dequantize().half()
+                          for i in range(0, self.n, 4096)])
+
+
+class NF4Layer:
+    """NF4 weights (bitsandbytes' layout, block 64), lesson 08's gemv_nf4."""
+
+    def __init__(self, W, solution=None):
+        parts = _by_rows(W, lambda w: quant.quantize_nf4(w, 64))
+        self.n, self.k = W.shape
+        self.packed = torch.cat([p.packed for p in parts]).view(self.n, self.k // 2)
+        self.absmax = torch.cat([p.absmax for p in parts]).view(self.n, self.k // 64)
+        self.codebook = quant.NF4.to(W.device)
+        self.op = _kernel_op(8, "gemv_nf4", solution)
+
+    def __call__(self, x, out):
+        self.op(x, self.packed, self.absmax, self.codebook, out=out)
+
+    def nbytes(self):
+        return self.packed.numel() + self.absmax.numel() * 4
+
+    def dequantized(self):
+        return torch.cat([quant.NF4Weight(self.packed[i:i + 4096].reshape(-1), self.absmax[i:i + 4096].reshape(-1),
+                                          (min(4096, self.n - i), self.k), 64).dequantize().half()
+                          for i in range(0, self.n, 4096)])
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    label: str
+    layer: type
+    bits: float  # stored bits per weight, scales included
+
+    def weight_bytes(self, cfg: Config) -> float:
+        return cfg.linear_params() * self.bits / 8
+
+
+FORMATS = {f.name: f for f in [
+    Format("fp16", "FP16 (cuBLAS)", DenseLinear, 16),
+    Format("w8a16", "W8A16 (lesson 06)", W8A16Layer, 8 + 16 / 128),
+    Format("w4a16", "W4A16 (lesson 10)", W4A16FragLayer, 4 + 16 / 128),
+    Format("w4a16_07", "W4A16 (lesson 07)", W4A16Layer, 4 + 16 / 128),
+    Format("nf4", "NF4 (lesson 08)", NF4Layer, 4 + 32 / 64),
+]}
+
+
+# ----------------------------------------------------------------------------------------------
+# The model
+
+@dataclass
+class _Buffers:
+    delta: torch.Tensor   # [B, H]: the embedding, then each attention / MLP output added to the residual
+    hn: torch.Tensor      # [2, B, H]: the residual stream and its normalised copy (add_rmsnorm's output)
+    qkv: torch.Tensor
+    attn: torch.Tensor
+    gu: torch.Tensor
+    act: torch.Tensor
+    logits: torch.Tensor
+
+
+class DecodeModel:
+    """A Llama-shaped decoder with its linear layers in weight format `fmt` (a key of FORMATS). Holds its KV cache
+    (max_batch sequences of max_seq positions) and, for each batch size used, static activation buffers, so a step
+    allocates nothing and can be captured in a CUDA graph."""
+
+    def __init__(self, cfg: Config, weights: dict, fmt: str = "fp16", *, max_batch: int = 1, max_seq: int = 1024,
+                 ops: Ops | None = None, solution: bool | None = None):
+        if fmt not in FORMATS:
+            raise ValueError(f"unknown format {fmt!r}; have {list(FORMATS)}")
+        self.cfg, self.fmt, self.format = cfg, fmt, FORMATS[fmt]
+        self.embed = weights["embed"]
+        dev, dt = self.embed.device, self.embed.dtype
+        self.ops = ops or (cuda_ops(solution) if dev.type == "cuda" else torch_ops(cfg.eps))
+        make = lambda W: self.format.layer(W, solution=solution)  # noqa: E731
+        self.layers = [{"attn_norm": L["attn_norm"], "qkv": make(L["qkv"]), "o": make(L["o"]),
+                        "mlp_norm": L["mlp_norm"], "gate_up": make(L["gate_up"]), "down": make(L["down"])}
+                       for L in weights["layers"]]
+        self.final_norm, self.lm_head = weights["final_norm"], make(weights["lm_head"])
+        self.max_batch, self.max_seq = max_batch, max_seq
+        self.cache = torch.zeros(cfg.n_layers, 2, max_batch, cfg.n_kv_heads, max_seq, cfg.head_dim, dtype=dt,
+                                 device=dev)
+        self.rope = rope_table(max_seq, cfg.head_dim, cfg.rope_theta, dev)
+        self._bufs: dict[int, _Buffers] = {}
+
+    def linears(self):
+        for L in self.layers:
+            yield from (L["qkv"], L["o"], L["gate_up"], L["down"])
+        yield self.lm_head
+
+    def weight_bytes(self) -> int:
+        """Everything the model reads from its weights: the linear layers, the embedding table and the norms."""
+        norms = sum(L["attn_norm"].numel() + L["mlp_norm"].numel() for L in self.layers) + self.final_norm.numel()
+        return sum(l.nbytes() for l in self.linears()) + (self.embed.numel() + norms) * self.embed.element_size()
+
+    def buffers(self, B: int) -> _Buffers:
+        if not 1 <= B <= self.max_batch:
+            raise ValueError(f"batch {B} is outside 1 … max_batch = {self.max_batch} (the KV cache's size)")
+        if B not in self._bufs:
+            c, dev, dt = self.cfg, self.embed.device, self.embed.dtype
+            e = lambda *s: torch.zeros(*s, dtype=dt, device=dev)  # noqa: E731
+            self._bufs[B] = _Buffers(e(B, c.hidden), e(2, B, c.hidden), e(B, c.qkv_out), e(B, c.n_heads * c.head_dim),
+                                     e(B, 2 * c.intermediate), e(B, c.intermediate), e(B, c.vocab))
+        return self._bufs[B]
+
+    def step(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """One token per sequence: tokens int64 [B], pos int32 [B] (the new tokens' positions, on the device).
+        Appends to the KV cache and returns the logits [B, vocab] (a buffer the next step overwrites)."""
+        B = tokens.shape[0]
+        bf, ops = self.buffers(B), self.ops
+        torch.index_select(self.embed, 0, tokens, out=bf.delta)
+        bf.hn[0].zero_()
+        for i, L in enumerate(self.layers):
+            ops.add_rmsnorm(bf.hn[0], bf.delta, L["attn_norm"], out=bf.hn)
+            L["qkv"](bf.hn[1], bf.qkv)
+            ops.attention(bf.qkv, self.cache[i, 0, :B], self.cache[i, 1, :B], pos, self.rope, out=bf.attn)
+            L["o"](bf.attn, bf.delta)
+            ops.add_rmsnorm(bf.hn[0], bf.delta, L["mlp_norm"], out=bf.hn)
+            L["gate_up"](bf.hn[1], bf.gu)
+            ops.silu_mul(bf.gu, out=bf.act)
+            L["down"](bf.act, bf.delta)
+        ops.add_rmsnorm(bf.hn[0], bf.delta, self.final_norm, out=bf.hn)
+        self.lm_head(bf.hn[1], bf.logits)
+        return bf.logits
+
+    def gemms_only(self, B: int):
+        """The step's linear layers alone, on the same buffers (timing the GEMMs' share of a step)."""
+        bf = self.buffers(B)
+        for L in self.layers:
+            L["qkv"](bf.hn[1], bf.qkv)
+            L["o"](bf.attn, bf.delta)
+            L["gate_up"](bf.hn[1], bf.gu)
+            L["down"](bf.act, bf.delta)
+        self.lm_head(bf.hn[1], bf.logits)
+
+    def dequantized_twin(self) -> "DecodeModel":
+        """An FP16 (cuBLAS) model whose weights are this model's dequantized weights: comparing the two isolates
+        what the kernels compute differently from what quantization changed."""
+        c = self.cfg
+        w = {"embed": self.embed, "final_norm": self.final_norm, "lm_head": self.lm_head.dequantized(),
+             "layers": [{"attn_norm": L["attn_norm"], "mlp_norm": L["mlp_norm"],
+                         **{k: L[k].dequantized() for k in ("qkv", "o", "gate_up", "down")}} for L in self.layers]}
+        return DecodeModel(c, w, "fp16", max_batch=self.max_batch, max_seq=self.max_seq, ops=self.ops)
+
+
+class DecodeGraph:
+    """One decode step captured as a CUDA graph: replay() runs embed → layers → logits and then pos += 1 (and, with
+    greedy=True, tokens = argmax(logits): replaying it again generates the next token), all without the CPU.
+
+    Split-K workspaces (lessons 06 and 10) grow on demand and free the old buffer; a graph holds their address. The
+    eager warm-up here reserves what this batch needs before capture; do not run larger shapes through those
+    kernels between capturing a graph and replaying it."""
+
+    def __init__(self, model: DecodeModel, batch: int, greedy: bool = True):
+        dev = model.embed.device
+        self.model = model
+        self.tokens = torch.zeros(batch, dtype=torch.int64, device=dev)
+        self.pos = torch.zeros(batch, dtype=torch.int32, device=dev)
+        s = torch.cuda.Stream(dev)
+        s.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(s):  # lazy initialisation and workspaces happen outside the capture
+            for _ in range(2):
+                model.step(self.tokens, self.pos)
+        torch.cuda.current_stream(dev).wait_stream(s)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.logits = model.step(self.tokens, self.pos)
+            if greedy:
+                torch.argmax(self.logits, dim=-1, out=self.tokens)
+            self.pos.add_(1)
+
+    def replay(self) -> torch.Tensor:
+        self.graph.replay()
+        return self.logits
+
+
+def teacher_forced_logits(model: DecodeModel, tokens: torch.Tensor, graph: bool = True) -> torch.Tensor:
+    """Feed tokens [B, T] one position at a time from position 0; the logits of every step, float32 [T, B, vocab]."""
+    B, T = tokens.shape
+    if T > model.max_seq:
+        raise ValueError(f"{T} tokens do not fit the model's cache of {model.max_seq} positions")
+    out = torch.empty(T, B, model.cfg.vocab, dtype=torch.float32, device=tokens.device)
+    if graph:
+        g = DecodeGraph(model, B, greedy=False)
+        g.pos.zero_()
+        for t in range(T):
+            g.tokens.copy_(tokens[:, t])
+            out[t] = g.replay().float()
+        return out
+    pos = torch.zeros(B, dtype=torch.int32, device=tokens.device)
+    for t in range(T):
+        out[t] = model.step(tokens[:, t].contiguous(), pos).float()
+        pos += 1
+    return out
+
+
+def compare_logits(got: torch.Tensor, ref: torch.Tensor) -> dict:
+    """How far logits [T, B, V] are from a reference's: ‖got − ref‖ / ‖ref‖ (over everything, and the worst step
+    and sequence), the smallest cosine similarity, and how often the two agree on the most likely token."""
+    g, r = got.double(), ref.double()
+    if not (torch.isfinite(g).all() and torch.isfinite(r).all()):
+        return {"rel_err": float("inf"), "worst_rel_err": float("inf"), "min_cos": float("nan"), "top1": 0.0}
+    per = (g - r).norm(dim=-1) / r.norm(dim=-1)
+    cos = torch.nn.functional.cosine_similarity(g, r, dim=-1)
+    return {"rel_err": ((g - r).norm() / r.norm()).item(), "worst_rel_err": per.max().item(),
+            "min_cos": cos.min().item(), "top1": (g.argmax(-1) == r.argmax(-1)).double().mean().item()}
+
+
+def reference_forward(cfg: Config, weights: dict, tokens: torch.Tensor, compute=torch.float64) -> torch.Tensor:
+    """An independent full-sequence forward pass (no cache, causal attention over all positions at once, grouped
+    heads by repetition), in `compute` precision: logits [B, T, vocab]. What the step-by-step model must equal."""
+    B, T = tokens.shape
+    f = lambda t: t.to(compute)  # noqa: E731
+    x = f(weights["embed"][tokens])
+    cs = rope_table(T, cfg.head_dim, cfg.rope_theta, tokens.device).to(compute)[None, :, None]  # [1, T, 1, d/2, 2]
+    nh, nkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    causal = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril()
+    for L in weights["layers"]:
+        h = rms_norm(x, f(L["attn_norm"]), cfg.eps) @ f(L["qkv"]).T
+        q = apply_rope(h[..., :nh * hd].reshape(B, T, nh, hd), cs)
+        k = apply_rope(h[..., nh * hd:(nh + nkv) * hd].reshape(B, T, nkv, hd), cs)
+        v = h[..., (nh + nkv) * hd:].reshape(B, T, nkv, hd)
+        k, v = (t.repeat_interleave(nh // nkv, dim=2) for t in (k, v))
+        s = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(hd)
+        a = torch.einsum("bhqk,bkhd->bqhd", torch.softmax(s.masked_fill(~causal, float("-inf")), dim=-1), v)
+        x = x + a.reshape(B, T, nh * hd) @ f(L["o"]).T
+        gu = rms_norm(x, f(L["mlp_norm"]), cfg.eps) @ f(L["gate_up"]).T
+        x = x + (torch.nn.functional.silu(gu[..., :cfg.intermediate]) * gu[..., cfg.intermediate:]) @ f(L["down"]).T
+    return rms_norm(x, f(weights["final_norm"]), cfg.eps) @ f(weights["lm_head"]).T
+
+
+# ----------------------------------------------------------------------------------------------
+# What a step must move: the floor on its time
+
+def step_bytes(cfg: Config, fmt: str, batch: int, ctx: int) -> float:
+    """Bytes one decode step must read at least: every linear weight once (in the format), the KV cache of `ctx`
+    positions per sequence, the norms and the batch's embedding rows."""
+    kv = batch * ctx * cfg.n_layers * 2 * cfg.n_kv_heads * cfg.head_dim * 2
+    small = 2 * ((2 * cfg.n_layers + 1) * cfg.hidden + batch * cfg.hidden)
+    return FORMATS[fmt].weight_bytes(cfg) + kv + small
+
+
+def fit_layers(cfg: Config, free_bytes: float, formats=("fp16",), headroom: float = 0.6) -> Config:
+    """`cfg` with as many layers (up to its own) as fit `headroom` of `free_bytes` with the FP16 weights and one model
+    per format in `formats` (their weights and a 1 k-position cache for 16 sequences)."""
+    per_layer = sum(n * k for _, n, k in cfg.linears())
+    fixed = 2 * 2 * cfg.vocab * cfg.hidden * (1 + sum(FORMATS[f].bits / 16 for f in formats))
+    layer_bytes = per_layer * 2 * (1 + sum(FORMATS[f].bits / 16 for f in formats)) \
+        + len(formats) * 16 * 1024 * 2 * cfg.n_kv_heads * cfg.head_dim * 2
+    n = int((headroom * free_bytes - fixed) // layer_bytes)
+    return replace(cfg, n_layers=max(1, min(cfg.n_layers, n)))
+
+
+def step_flops(cfg: Config, batch: int, ctx: int) -> float:
+    """Multiply-adds ×2 of a step: every linear weight once per sequence, plus attention over ctx positions."""
+    return 2 * batch * cfg.linear_params() + 4 * batch * cfg.n_layers * cfg.n_heads * cfg.head_dim * (ctx + 1)
+
+
+# ----------------------------------------------------------------------------------------------
+# Timing a decode loop
+
+def time_calls(fn, calls: int, reps: int = 5) -> float:
+    """Median over `reps` of the CUDA-event time of `calls` back-to-back fn() calls, per call, in µs (consecutive
+    calls, as a decode loop runs them: one step's tail may overlap the next step's start)."""
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(calls):
+            fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) * 1000 / calls)
+    return sorted(times)[len(times) // 2]
+
+
+def measure(model: DecodeModel, batch: int, ctx: int, steps: int = 64, eager_steps: int = 8) -> dict:
+    """Decode speed at `batch` sequences of `ctx` cached positions (random cache contents: speed does not depend on
+    them): a step as a CUDA graph, the same step launched from Python (eager), and the step's GEMMs alone (a graph).
+    Greedy decoding in the graph; positions are reset before each timed run so the context stays ctx … ctx + steps."""
+    if ctx + steps + 2 > model.max_seq:
+        raise ValueError(f"ctx {ctx} + {steps} steps do not fit the cache of {model.max_seq} positions")
+    cfg = model.cfg
+    model.cache.normal_()
+    g = DecodeGraph(model, batch)
+    g.tokens.random_(0, cfg.vocab)
+
+    def run_graph():
+        g.pos.fill_(ctx)
+        for _ in range(steps):
+            g.graph.replay()
+
+    us_graph = time_calls(run_graph, 1) / steps  # the fill_ is one tiny kernel in `steps` replays
+    tokens, pos = g.tokens.clone(), torch.full((batch,), ctx, dtype=torch.int32, device=g.pos.device)
+    us_eager = time_calls(lambda: model.step(tokens, pos), eager_steps, reps=3)
+    gg = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(gg):
+        model.gemms_only(batch)
+    us_gemm = time_calls(gg.replay, steps // 4)
+    del g, gg
+    floor = step_bytes(cfg, model.fmt, batch, ctx)
+    return {"format": model.fmt, "label": model.format.label, "layers": cfg.n_layers, "batch": batch, "ctx": ctx,
+            "us_graph": us_graph, "us_eager": us_eager, "us_gemm": us_gemm, "tok_s": batch * 1e6 / us_graph,
+            "tok_s_eager": batch * 1e6 / us_eager, "step_bytes": floor, "step_flops": step_flops(cfg, batch, ctx),
+            "weight_gb": model.weight_bytes() / 1e9, "kv_gb_per_1k_ctx": batch * 1024 * cfg.n_layers * 2
+            * cfg.n_kv_heads * cfg.head_dim * 2 / 1e9}
+
+
+# Kernel names → kind. Everything else is a linear layer (cuBLAS's and our GEMM kernels, cuBLAS's split-K reduction).
+KERNEL_KINDS = (("decode_attention", "attention"), ("add_rmsnorm", "add + RMSNorm"), ("silu_mul", "SiLU · up"),
+                ("index", "embedding, argmax, position"), ("fill", "embedding, argmax, position"),
+                ("argmax", "embedding, argmax, position"), ("vectorized_elementwise", "embedding, argmax, position"),
+                ("unrolled_elementwise", "embedding, argmax, position"))
+
+
+def kernel_breakdown(model: DecodeModel, batch: int, ctx: int, steps: int = 4) -> dict:
+    """GPU time per step by kind of kernel (the linear layers, attention, add + RMSNorm, SiLU · up, the rest), in µs,
+    from the PyTorch profiler over `steps` replays of the step's CUDA graph: kernel durations only, no gaps."""
+    from torch.profiler import ProfilerActivity, profile
+    model.cache.normal_()
+    g = DecodeGraph(model, batch)
+    g.tokens.random_(0, model.cfg.vocab)
+    g.pos.fill_(ctx)
+    g.replay()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        g.pos.fill_(ctx)
+        for _ in range(steps):
+            g.replay()
+        torch.cuda.synchronize()
+    out: dict[str, float] = {}
+    for e in prof.key_averages():
+        t = getattr(e, "device_time_total", None)
+        t = e.cuda_time_total if t is None else t
+        if not t or "memcpy" in e.key.lower():
+            continue
+        name = e.key.lower()
+        kind = next((k for pat, k in KERNEL_KINDS if pat in name), "linear layers")
+        out[kind] = out.get(kind, 0.0) + t / steps
+    return out
+
+
+def run_benchmark(cfg: Config, formats=tuple(FORMATS), batches=(1, 4, 16), ctx: int = 512, steps: int = 64,
+                  accuracy: bool = True, solution: bool | None = None, seed: int = 0, log=print):
+    """Every format on the same random weights in one run: `measure` and `kernel_breakdown` at each batch size, and
+    (accuracy) the logits of 2 sequences × 32 teacher-forced tokens against the FP16 model and against the FP16
+    model of the format's own dequantized weights. Returns (speed rows, accuracy rows)."""
+    import gc
+    from . import roofline
+    w = random_weights(cfg, seed=seed)
+    tokens = torch.randint(0, cfg.vocab, (2, 32), device="cuda", generator=torch.Generator("cuda").manual_seed(seed + 1))
+    copy = roofline.ceilings()["copy_GBps"]
+    rows, acc, ref = [], [], None
+    for fmt in ["fp16"] + [f for f in formats if f != "fp16"]:
+        model = DecodeModel(cfg, w, fmt, max_batch=max(list(batches) + [2]), max_seq=ctx + steps + 8,
+                            solution=solution)
+        for b in batches:
+            r = measure(model, b, ctx, steps)
+            r["breakdown_us"] = kernel_breakdown(model, b, ctx)
+            r["floor_us"] = r["step_bytes"] / (copy * 1e3)
+            r["pct_floor"] = 100 * r["floor_us"] / r["us_graph"]
+            base = next(x for x in rows + [r] if x["format"] == "fp16" and x["batch"] == b)
+            r["speedup_vs_fp16"] = base["us_graph"] / r["us_graph"]
+            rows.append(r)
+            log(f"{r['label']:<20} B={b:<3} {r['tok_s']:8.1f} tok/s ({r['us_graph']:7.1f} µs/step, "
+                f"{r['speedup_vs_fp16']:.2f}× FP16, {r['pct_floor']:.0f}% of the floor) | eager {r['us_eager']:8.1f} µs "
+                f"| GEMMs alone {r['us_gemm']:7.1f} µs | weights {r['weight_gb']:.2f} GB")
+        if accuracy:
+            logits = teacher_forced_logits(model, tokens)
+            if fmt == "fp16":
+                ref = logits
+            else:
+                twin = model.dequantized_twin()
+                e_twin = compare_logits(logits, teacher_forced_logits(twin, tokens))
+                del twin
+                e = compare_logits(logits, ref)
+                acc.append({"format": fmt, "label": model.format.label, "layers": cfg.n_layers,
+                            "tokens": list(tokens.shape), **{f"vs_fp16_{k}": v for k, v in e.items()},
+                            **{f"vs_twin_{k}": v for k, v in e_twin.items()}})
+                log(f"{'':<20} logits against FP16: {e['rel_err']:.4f} (worst step {e['worst_rel_err']:.4f}), "
+                    f"top-1 {100 * e['top1']:.1f}% | against its own weights in FP16: {e_twin['rel_err']:.1e}")
+        del model
+        gc.collect()
+        torch.cuda.empty_cache()
+    return rows, acc

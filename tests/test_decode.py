@@ -1,0 +1,215 @@
+"""Lesson 11: the decode model. On the CPU: the step-by-step model (KV cache, positions, grouped heads) equals an
+independent full-sequence forward pass; every format's layers hold what they claim (bytes, dequantized weights);
+the ops reject bad input. On a GPU: the lesson's kernels equal the PyTorch ops, a CUDA graph equals eager
+execution, and every quantized model stays within the lesson's stated tolerance of the FP16 model."""
+import math
+
+import pytest
+import torch
+
+from harness import catalog, check, decode, quant
+
+TINY = decode.TINY
+# Llama widths where they matter to the kernels (head 128, grouped heads, K a multiple of 128), two layers
+SMALL = decode.Config(hidden=1024, intermediate=2816, n_heads=8, n_kv_heads=2, n_layers=2, vocab=5000)
+
+
+def test_step_by_step_equals_full_sequence_forward():
+    w = decode.random_weights(TINY, seed=3, device="cpu", dtype=torch.float64)
+    tokens = torch.randint(0, TINY.vocab, (2, 9), generator=torch.Generator().manual_seed(1))
+    model = decode.DecodeModel(TINY, w, "fp16", max_batch=2, max_seq=16)
+    got = decode.teacher_forced_logits(model, tokens, graph=False)  # [T, B, V]
+    ref = decode.reference_forward(TINY, w, tokens).permute(1, 0, 2)  # [B, T, V] → [T, B, V]
+    err = decode.compare_logits(got, ref)
+    assert err["rel_err"] < 1e-5, err  # the ops compute in float32
+    assert err["top1"] == 1.0, err
+    # a wrong position (here: every token at position 0) must show: the check can fail
+    model2 = decode.DecodeModel(TINY, w, "fp16", max_batch=2, max_seq=16)
+    pos = torch.zeros(2, dtype=torch.int32)
+    wrong = torch.stack([model2.step(tokens[:, t].contiguous(), pos).clone() for t in range(tokens.shape[1])])
+    assert decode.compare_logits(wrong, ref)["rel_err"] > 1e-2
+
+
+def test_sequences_at_different_positions_are_independent():
+    """Batch rows attend only to their own cache, at their own position."""
+    w = decode.random_weights(TINY, seed=4, device="cpu", dtype=torch.float64)
+    tokens = torch.randint(0, TINY.vocab, (2, 6), generator=torch.Generator().manual_seed(2))
+    ref = decode.reference_forward(TINY, w, tokens)
+    model = decode.DecodeModel(TINY, w, "fp16", max_batch=2, max_seq=8)
+    pos = torch.zeros(2, dtype=torch.int32)
+    for t in range(3):  # sequence 1 starts 3 steps late: its rows get token 0 until then
+        toks = torch.stack([tokens[0, t], tokens[1, 0]])
+        model.step(toks, pos)
+        pos[0] += 1
+    pos[1] = 0
+    for t in range(3, 6):
+        logits = model.step(torch.stack([tokens[0, t], tokens[1, t - 3]]), pos).clone()
+        pos += 1
+        assert torch.allclose(logits[0], ref[0, t], rtol=1e-5, atol=1e-5)
+        assert torch.allclose(logits[1], ref[1, t - 3], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("fmt", [f for f in decode.FORMATS if f != "fp16"])
+def test_format_layers(fmt):
+    """Bytes as the format says, and dequantized() is the quantized weight (the twin model's weights)."""
+    g = torch.Generator().manual_seed(5)
+    W = (torch.randn(1000, 384, generator=g) / 20).half()
+    layer = decode.FORMATS[fmt].layer(W)
+    bits = decode.FORMATS[fmt].bits
+    pad = 1008 / 1000 if fmt == "w4a16" else 1.0  # fragment order pads N to 16-row tiles
+    assert layer.nbytes() == pytest.approx(W.numel() * bits / 8 * pad, rel=1e-9)
+    d = layer.dequantized()
+    assert d.shape == W.shape and d.dtype == torch.float16
+    want = {"w8a16": lambda: quant.quantize_int8(W, 128).dequantize(),
+            "w4a16": lambda: quant.quantize_int4(W, 128).dequantize(),
+            "w4a16_07": lambda: quant.quantize_int4(W, 128).dequantize(),
+            "nf4": lambda: quant.quantize_nf4(W, 64).dequantize()}[fmt]().half()
+    assert torch.equal(d, want)
+    assert quant.rel_error(d, W) < {"w8a16": 0.01, "w4a16": 0.15, "w4a16_07": 0.15, "nf4": 0.15}[fmt]
+
+
+def test_chunked_quantization_matches_whole():
+    """The LM head is quantized in blocks of rows; the blocks must join into the same weights."""
+    W = torch.randn(100, 256, generator=torch.Generator().manual_seed(6)).half()
+    parts = decode._by_rows(W, lambda w: quant.quantize_int4(w, 128), max_elems=16 * 256)
+    assert len(parts) == 7
+    joined = quant.Int4Weight(torch.cat([p.packed for p in parts]), torch.cat([p.scale for p in parts]), 128)
+    assert torch.equal(joined.dequantize(), quant.quantize_int4(W, 128).dequantize())
+
+
+def test_weight_bytes_and_floor():
+    cfg = decode.LLAMA3_8B
+    assert cfg.linear_params() == 32 * (6144 * 4096 + 4096 * 4096 + 28672 * 4096 + 4096 * 14336) + 128256 * 4096
+    fp16, w4 = decode.step_bytes(cfg, "fp16", 1, 0), decode.step_bytes(cfg, "w4a16", 1, 0)
+    assert fp16 / w4 == pytest.approx(16 / 4.125, rel=1e-3)
+    assert decode.step_bytes(cfg, "fp16", 4, 512) - decode.step_bytes(cfg, "fp16", 4, 0) == 4 * 512 * 32 * 2 * 8 * 128 * 2
+    small = decode.fit_layers(cfg, 24e9, ("w4a16",))
+    assert 1 <= small.n_layers < 32 and decode.fit_layers(cfg, 80e9, ("w4a16",)).n_layers == 32
+
+
+def _reject(op, args, words, **kw):
+    with pytest.raises((ValueError, TypeError)) as e:
+        op(*args, **kw)
+    assert all(w in str(e.value) for w in words), str(e.value)
+
+
+def test_ops_reject_bad_input():
+    calls = []
+    att = catalog.ATTENTION.bind(lambda *a: calls.append(a), "att")
+    B, nkv, S, nh = 2, 2, 10, 4
+    qkv = torch.zeros(B, (nh + 2 * nkv) * 128, dtype=torch.float16)
+    kc = torch.zeros(B, nkv, S, 128, dtype=torch.float16)
+    pos = torch.zeros(B, dtype=torch.int32)
+    rope = decode.rope_table(S)
+    _reject(att, (qkv, kc[..., :64], kc, pos, rope), ["k_cache", "128"])
+    _reject(att, (qkv[:, :-128], kc, kc, pos, rope), ["n_heads + 2·n_kv"])
+    _reject(att, (qkv, kc, kc, pos.long(), rope), ["pos", "int32"])
+    _reject(att, (qkv, kc, kc, pos, rope[:5]), ["rope", "max_seq = 10"])
+    _reject(att, (qkv, kc, kc, pos + 10, rope), ["positions", "0 … 9"])
+    _reject(att, (qkv.float(), kc, kc, pos, rope), ["qkv", "float16"])
+    att(qkv, kc, kc, pos, rope)
+    assert calls and calls[-1][8:12] == (B, nh, nkv, S)
+
+    norm = catalog.ADD_RMSNORM.bind(lambda *a: calls.append(a), "norm")
+    h = torch.zeros(3, 20, dtype=torch.float16)
+    _reject(norm, (h, h, torch.zeros(20, dtype=torch.float16)), ["multiple of 8"])
+    h = torch.zeros(3, 16, dtype=torch.float16)
+    _reject(norm, (h, h[:2], torch.zeros(16, dtype=torch.float16)), ["[M, H]"])
+    _reject(norm, (h, h, torch.zeros(16, dtype=torch.float16)), ["[2, M=3, H=16]"], out=torch.zeros(3, 16).half())
+    silu = catalog.SILU_MUL.bind(lambda *a: calls.append(a), "silu")
+    _reject(silu, (torch.zeros(2, 24, dtype=torch.float16),), ["multiple of 8"])
+    assert silu(torch.zeros(2, 32, dtype=torch.float16)).shape == (2, 16)
+
+
+def test_config_rejects_shapes_the_kernels_cannot_run():
+    with pytest.raises(ValueError, match="head_dim must be 128"):
+        decode.Config(head_dim=64)
+    with pytest.raises(ValueError, match="multiple of n_kv_heads"):
+        decode.Config(n_heads=6, n_kv_heads=4)
+
+
+# ----------------------------------------------------------------------------------------------
+# GPU
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("splits", [1, 3, 16])
+def test_attention_kernel_any_split(splits):
+    """The keys split over 1, 3 or 16 blocks (some of them empty at short contexts) give the same attention."""
+    op = decode.cuda_ops(solution=True).attention
+    res = check.check(catalog.ATTENTION, lambda *a, out=None: op(*a, out=out, splits=splits), name=f"splits={splits}",
+                      shapes=((1, 1, 1, 1), (1, 20, 4, 1), (3, 300, 8, 2), (2, 1500, 32, 8)))
+    assert res.ok, str(res)
+
+
+@pytest.mark.gpu
+def test_attention_kernel_appends_to_the_cache():
+    ops, ref_ops = decode.cuda_ops(solution=True), decode.torch_ops()
+    qkv, kc, vc, pos, rope = catalog.ATTENTION.make_inputs((3, 50, 8, 2), torch.Generator("cuda").manual_seed(7))
+    kc2, vc2 = kc.clone(), vc.clone()
+    ops.attention(qkv, kc, vc, pos, rope)
+    ref_ops.attention(qkv, kc2, vc2, pos, rope)
+    changed = (kc != kc2) | (vc != vc2)
+    # the roped k may differ in the last bit (FP32 rounding in another order); every other row must be untouched
+    assert torch.allclose(kc.float(), kc2.float(), rtol=2e-3, atol=2e-3) and torch.equal(vc, vc2)
+    rows = changed.any(dim=-1).nonzero()
+    assert all(int(r[2]) == int(pos[int(r[0])]) for r in rows), rows
+
+
+def _cuda_model(cfg, fmt, weights, **kw):
+    return decode.DecodeModel(cfg, weights, fmt, solution=True, **kw)
+
+
+@pytest.mark.gpu
+def test_cuda_ops_and_graph_equal_pytorch_ops():
+    w = decode.random_weights(SMALL, seed=8)
+    tokens = torch.randint(0, SMALL.vocab, (3, 20), device="cuda", generator=torch.Generator("cuda").manual_seed(9))
+    ref = decode.teacher_forced_logits(decode.DecodeModel(SMALL, w, ops=decode.torch_ops(), max_batch=3, max_seq=32),
+                                       tokens, graph=False)
+    model = _cuda_model(SMALL, "fp16", w, max_batch=3, max_seq=32)
+    eager = decode.teacher_forced_logits(model, tokens, graph=False)
+    graph = decode.teacher_forced_logits(model, tokens, graph=True)
+    assert decode.compare_logits(eager, ref)["rel_err"] < 5e-3
+    assert decode.compare_logits(graph, eager)["rel_err"] < 1e-3
+
+
+@pytest.mark.gpu
+def test_greedy_graph_generates_like_eager():
+    w = decode.random_weights(SMALL, seed=10)
+    model = _cuda_model(SMALL, "w4a16", w, max_batch=2, max_seq=32)
+    g = decode.DecodeGraph(model, 2)
+    model.cache.zero_()
+    g.tokens.copy_(torch.tensor([1, 2]))
+    g.pos.zero_()
+    seq = []
+    for _ in range(6):
+        g.replay()
+        seq.append(g.tokens.clone())
+    assert g.pos.tolist() == [6, 6]
+    model.cache.zero_()
+    toks, pos = torch.tensor([1, 2], device="cuda"), torch.zeros(2, dtype=torch.int32, device="cuda")
+    for t in range(6):
+        toks = model.step(toks, pos).argmax(-1)
+        pos += 1
+        assert torch.equal(toks, seq[t])
+
+
+# What the lesson states: each format's logits against the FP16 model's, teacher-forced over 24 tokens of 2
+# sequences. "kernels": against an FP16 model holding the same (dequantized) weights, so only the arithmetic
+# differs; "quantization": against the original FP16 weights.
+TOLERANCE = {"w8a16": (5e-3, 0.02), "w4a16": (5e-3, 0.2), "w4a16_07": (5e-3, 0.2), "nf4": (5e-3, 0.2)}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", list(TOLERANCE))
+def test_quantized_model_within_tolerance(fmt):
+    w = decode.random_weights(SMALL, seed=11)
+    tokens = torch.randint(0, SMALL.vocab, (2, 24), device="cuda", generator=torch.Generator("cuda").manual_seed(12))
+    fp16 = decode.teacher_forced_logits(_cuda_model(SMALL, "fp16", w, max_batch=2, max_seq=32), tokens)
+    model = _cuda_model(SMALL, fmt, w, max_batch=2, max_seq=32)
+    got = decode.teacher_forced_logits(model, tokens)
+    twin = decode.teacher_forced_logits(model.dequantized_twin(), tokens)
+    kern, q = TOLERANCE[fmt]
+    e_twin, e_fp16 = decode.compare_logits(got, twin), decode.compare_logits(got, fp16)
+    assert e_twin["rel_err"] < kern, e_twin
+    assert e_fp16["rel_err"] < q, e_fp16
+    assert not math.isnan(e_fp16["min_cos"])
