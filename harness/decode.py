@@ -536,12 +536,13 @@ def step_bytes(cfg: Config, fmt: str, batch: int, ctx: int) -> float:
 
 
 def fit_layers(cfg: Config, free_bytes: float, formats=("fp16",), headroom: float = 0.6) -> Config:
-    """`cfg` with as many layers (up to its own) as fit `headroom` of `free_bytes` with the FP16 weights and one model
-    per format in `formats` (their weights and a 1 k-position cache for 16 sequences)."""
+    """`cfg` with as many layers (up to its own) as fit `headroom` of `free_bytes` with the FP16 weights, one model per
+    format in `formats` (its weights and a 1 k-position cache for 16 sequences) and one more FP16 copy (the
+    dequantized twin of the accuracy check)."""
+    copies = 2 + sum(FORMATS[f].bits / 16 for f in formats)  # in units of the FP16 weights
     per_layer = sum(n * k for _, n, k in cfg.linears())
-    fixed = 2 * 2 * cfg.vocab * cfg.hidden * (1 + sum(FORMATS[f].bits / 16 for f in formats))
-    layer_bytes = per_layer * 2 * (1 + sum(FORMATS[f].bits / 16 for f in formats)) \
-        + len(formats) * 16 * 1024 * 2 * cfg.n_kv_heads * cfg.head_dim * 2
+    fixed = 2 * cfg.vocab * cfg.hidden * (1 + copies)  # the embedding table, and the LM head in every copy
+    layer_bytes = 2 * per_layer * copies + len(formats) * 16 * 1024 * 2 * cfg.n_kv_heads * cfg.head_dim * 2
     n = int((headroom * free_bytes - fixed) // layer_bytes)
     return replace(cfg, n_layers=max(1, min(cfg.n_layers, n)))
 
