@@ -402,19 +402,19 @@ class DecodeModel:
         """One token per sequence: tokens int64 [B], pos int32 [B] (the new tokens' positions, on the device).
         Appends to the KV cache and returns the logits [B, vocab] (a buffer the next step overwrites)."""
         B = tokens.shape[0]
-        bf, ops = self.buffers(B), self.ops
+        bf, ops, eps = self.buffers(B), self.ops, self.cfg.eps
         torch.index_select(self.embed, 0, tokens, out=bf.delta)
         bf.hn[0].zero_()
         for i, L in enumerate(self.layers):
-            ops.add_rmsnorm(bf.hn[0], bf.delta, L["attn_norm"], out=bf.hn)
+            ops.add_rmsnorm(bf.hn[0], bf.delta, L["attn_norm"], out=bf.hn, eps=eps)
             L["qkv"](bf.hn[1], bf.qkv)
             ops.attention(bf.qkv, self.cache[i, 0, :B], self.cache[i, 1, :B], pos, self.rope, out=bf.attn)
             L["o"](bf.attn, bf.delta)
-            ops.add_rmsnorm(bf.hn[0], bf.delta, L["mlp_norm"], out=bf.hn)
+            ops.add_rmsnorm(bf.hn[0], bf.delta, L["mlp_norm"], out=bf.hn, eps=eps)
             L["gate_up"](bf.hn[1], bf.gu)
             ops.silu_mul(bf.gu, out=bf.act)
             L["down"](bf.act, bf.delta)
-        ops.add_rmsnorm(bf.hn[0], bf.delta, self.final_norm, out=bf.hn)
+        ops.add_rmsnorm(bf.hn[0], bf.delta, self.final_norm, out=bf.hn, eps=eps)
         self.lm_head(bf.hn[1], bf.logits)
         return bf.logits
 

@@ -30,6 +30,15 @@ def test_step_by_step_equals_full_sequence_forward():
     assert decode.compare_logits(wrong, ref)["rel_err"] > 1e-2
 
 
+def test_config_eps_reaches_the_norms():
+    cfg = decode.replace(TINY, eps=1e-2)  # large enough to change the logits if it were ignored
+    w = decode.random_weights(cfg, seed=3, device="cpu", dtype=torch.float64)
+    tokens = torch.randint(0, cfg.vocab, (1, 4), generator=torch.Generator().manual_seed(1))
+    got = decode.teacher_forced_logits(decode.DecodeModel(cfg, w, max_seq=8), tokens, graph=False)
+    assert decode.compare_logits(got, decode.reference_forward(cfg, w, tokens).permute(1, 0, 2))["rel_err"] < 1e-5
+    assert decode.compare_logits(got, decode.reference_forward(TINY, w, tokens).permute(1, 0, 2))["rel_err"] > 1e-4
+
+
 def test_sequences_at_different_positions_are_independent():
     """Batch rows attend only to their own cache, at their own position."""
     w = decode.random_weights(TINY, seed=4, device="cpu", dtype=torch.float64)
