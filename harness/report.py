@@ -26,9 +26,8 @@ def baseline_for(problem):
     """(label, op) of the library route a lesson's kernels are compared with in the demo."""
     import torch
     from . import quant
-    from .problems import (DequantNF4, DequantW8, NF4Linear, ScaleAdd, W4A8Linear, W4A16FragLinear, W4A16Linear,
-                           W8A8Linear, W8A16Linear, torch_int_mm, torch_linear, torch_w8a8)
-    from .problems import AddRMSNorm, DecodeAttention, SiluMul
+    from .problems import (AddRMSNorm, DecodeAttention, DequantNF4, DequantW8, NF4Linear, ScaleAdd, SiluMul, W4A8Linear,
+                           W4A16FragLinear, W4A16Linear, W8A8Linear, W8A16Linear, torch_int_mm, torch_linear, torch_w8a8)
     if isinstance(problem, (AddRMSNorm, DecodeAttention, SiluMul)):
         from . import decode
         ops = decode.torch_ops()
