@@ -309,10 +309,11 @@ class KernelModule:
     """A compiled kernel file: its EXPORT launchers as attributes, plus build facts."""
 
     def __init__(self, path: Path, solution: bool, exports: list[Export], ext, build_dir: Path,
-                 seconds: float, cached: bool, min_capability: float):
+                 seconds: float, cached: bool, min_capability: float, exact: bool = False):
         self.path, self.solution, self.exports = path, solution, exports
         self.build_dir, self.build_seconds, self.cached = build_dir, seconds, cached
         self.min_capability, self._ext = min_capability, ext
+        self.exact = exact  # built for one architecture's own features (sm_90a): runs on that one only
         for ex in exports:
             setattr(self, ex.name, KernelFunction(ex, getattr(ext, ex.name), self))
 
@@ -324,6 +325,10 @@ class KernelModule:
     def _check_capability(self):
         import torch
         major, minor = torch.cuda.get_device_capability()
+        if self.exact and (major, minor) != (int(self.min_capability), round(self.min_capability % 1 * 10)):
+            raise RuntimeError(f"{self.path.name} uses instructions of compute capability {self.min_capability} only "
+                               f"(sm_{int(self.min_capability * 10)}a: wgmma, TMA); this GPU "
+                               f"({torch.cuda.get_device_name()}) is sm_{major}{minor}. Study the recorded H100 results.")
         if major + minor / 10 < self.min_capability:
             raise RuntimeError(f"{self.path.name} needs compute capability {self.min_capability} or newer; "
                                f"this GPU ({torch.cuda.get_device_name()}) is sm_{major}{minor}")
@@ -461,14 +466,19 @@ def load_file(path: Path, *, solution: bool = False, extra_cuda_flags: list[str]
     exports = parse_exports(text, str(path))
     if not exports:
         raise BuildError(f"{path} declares no EXPORT launchers (write `EXPORT void name(...)`)")
-    m = re.search(r"REQUIRES:\s*sm_(\d)(\d)", text)
+    m = re.search(r"REQUIRES:\s*sm_(\d)(\d)(a?)\b", text)
     min_cap = int(m.group(1)) + int(m.group(2)) / 10 if m else 8.0
+    exact = bool(m and m.group(3))  # sm_90a: wgmma and friends exist for that target only, on any machine
 
     tc = toolchain.find()  # also exports CUDA_HOME before torch.utils.cpp_extension is imported
     import torch
 
     archs = toolchain.arch_list()
     flags = CUDA_FLAGS + list(extra_cuda_flags or [])
+    if exact:  # an explicit -gencode: torch then adds no arch flags of its own
+        cc = m.group(1) + m.group(2)
+        archs = [f"{m.group(1)}.{m.group(2)}a"]
+        flags.append(f"-gencode=arch=compute_{cc}a,code=sm_{cc}a")
     cuda_src = f'#line 1 "{path}"\n{text}'
     cpp_src = _binding(exports)
     key = hashlib.sha256("\0".join([BUILD_VERSION, cuda_src, cpp_src, " ".join(flags), ";".join(archs),
@@ -483,7 +493,7 @@ def load_file(path: Path, *, solution: bool = False, extra_cuda_flags: list[str]
     if so.exists() and done.exists():
         ext = sys.modules.get(modname) or _import_so(modname, so)
         os.utime(bdir)
-        return KernelModule(path, solution, exports, ext, bdir, time.perf_counter() - t0, True, min_cap)
+        return KernelModule(path, solution, exports, ext, bdir, time.perf_counter() - t0, True, min_cap, exact)
 
     from torch.utils import cpp_extension
 
@@ -514,4 +524,4 @@ def load_file(path: Path, *, solution: bool = False, extra_cuda_flags: list[str]
         print(log.read_text())
     done.touch()
     _prune(bdir.parent, stem + "_", bdir)
-    return KernelModule(path, solution, exports, ext, bdir, time.perf_counter() - t0, False, min_cap)
+    return KernelModule(path, solution, exports, ext, bdir, time.perf_counter() - t0, False, min_cap, exact)

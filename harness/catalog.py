@@ -82,6 +82,7 @@ KERNELS = [
     Kernel(11, "decode_ops", "decode_attention", ATTENTION, ("11.a", "11.b"), "11 decode attention (RoPE, GQA, KV cache)"),
     Kernel(11, "decode_ops", "add_rmsnorm", ADD_RMSNORM, ("11.c",), "11 residual add + RMSNorm"),
     Kernel(11, "decode_ops", "silu_mul", SILU_MUL, ("11.d",), "11 SiLU · up (SwiGLU)"),
+    Kernel(12, "w4a16_wgmma", "linear_w4a16_wgmma", W4A16_FRAG, ("12.a", "12.b"), "12 W4A16, TMA + wgmma (sm_90a)"),
 ]
 
 

@@ -184,7 +184,7 @@ def load_recorded(lesson: int | str, name: str) -> Profile:
 # ----------------------------------------------------------------------------------------------
 # SASS: which instructions a compiled kernel really uses (HMMA, IMMA, HGMMA, LDSM, ...).
 
-SASS_OPS = re.compile(r"\b((?:HMMA|IMMA|HGMMA|IGMMA|LDSM|LDGSTS|LDS|STS|LDG|STG|BAR)\b(?:\.\w+)*)")
+SASS_OPS = re.compile(r"\b((?:HMMA|IMMA|HGMMA|IGMMA|LDSM|LDGSTS|LDS|STS|LDG|STG|BAR|UTMALDG|UBLKCP|SYNCS)\b(?:\.\w+)*)")
 
 
 def cuobjdump_path() -> str | None:

@@ -79,6 +79,8 @@ def demo_shapes(lesson: int, problem):
         return DEQUANT_SHAPES
     if isinstance(problem, NF4Linear):
         return DECODE_SHAPES[:2]
+    if lesson == 12:  # the tensor-core regime is the point: up to 128 tokens
+        return DECODE_SHAPES + [(128, 8192, 8192)]
     if isinstance(problem, (W8A16Linear, W4A16Linear)):
         return DECODE_SHAPES
     if isinstance(problem, (W8A8Linear, W4A8Linear)):
@@ -158,6 +160,8 @@ def recorded_sections(lesson: int, *, prefer_local: bool) -> list[tuple[str, str
             found.append((name, results.w4a8_markdown(), []))
         elif lesson == 10 and name in ("ladder", "table"):
             found.append((name, results.pipe_ladder_markdown() if name == "ladder" else results.pipe_markdown(), []))
+        elif lesson == 12 and name in ("table", "stream"):
+            found.append((name, results.wgmma_markdown() if name == "table" else results.stream_markdown(), []))
         elif lesson == 11 and name in ("decode", "accuracy"):
             found.append((name, results.decode_markdown(prefer_local) if name == "decode"
                           else results.decode_accuracy_markdown(prefer_local), []))
@@ -178,8 +182,16 @@ def demo(lesson: int) -> int:
     if not ks:
         print(f"lesson {lesson} has no CUDA kernels to demo (lesson 05's exercises are Python: run its notebook)")
         return 2
-    if not toolchain.gpu_available():
-        print(f"The demo {toolchain.NO_GPU_REASON}. Recorded results instead:\n")
+    why = None if toolchain.gpu_available() else f"The demo {toolchain.NO_GPU_REASON}"
+    if why is None:
+        import torch
+        cap = torch.cuda.get_device_capability()
+        for m in {build.load(k.lesson, k.file, solution=True) for k in ks}:
+            if m.exact and cap != (int(m.min_capability), 0):
+                why = (f"{m.path.name} runs on compute capability {m.min_capability} only (sm_90a); this GPU "
+                       f"({torch.cuda.get_device_name()}) is sm_{cap[0]}{cap[1]}")
+    if why is not None:
+        print(f"{why}. Recorded results instead:\n")
         secs = recorded_sections(lesson, prefer_local=False)
         if not secs:
             print(f"(lesson {lesson:02d} has no recorded results yet)")

@@ -272,6 +272,54 @@ def pipe_markdown() -> str:
     return "\n".join(out)
 
 
+WGMMA_COLUMNS = {"cuBLAS FP16 (FP16 weights)": "cuBLAS FP16", "(07) W4A16": "07 W4A16",
+                 "(10) W4A16, mma.sync": "10 W4A16 (mma.sync)", "(12) W4A16, TMA + wgmma": "12 W4A16 (TMA + wgmma)"}
+
+
+def wgmma_markdown() -> str:
+    """Lesson 12's table: the TMA + wgmma kernel against cuBLAS FP16 and lessons 07 and 10, per shape and M."""
+    sec = load(12, "table", prefer_local=False)
+    by = {}
+    for r in sec["rows"]:
+        by.setdefault((r["shape"][2], r["shape"][1], r["shape"][0]), {})[r["op"]] = r
+    ours = "(12) W4A16, TMA + wgmma"
+    out = ["| K × N | M | " + " | ".join(WGMMA_COLUMNS.values()) + " | 12 TFLOP/s | 12 vs cuBLAS | 12 vs 10 |",
+           "|---|---:|" + "---:|" * (len(WGMMA_COLUMNS) + 3)]
+    for (K, N, M), ops in by.items():
+        d = ops[ours]
+        cell = lambda c: f"{ops[c]['us']:,.1f}" if c in ops else "–"
+        out.append(f"| {K} × {N} | {M} | " + " | ".join(cell(c) for c in WGMMA_COLUMNS)
+                   + f" | {d['tflops']:.0f} | {d['speedup_vs_cublas']:.2f}× | {d['speedup_vs_10']:.2f}× |")
+    out.append(f"\nµs, median; weights rotated past L2. Measured on {env_line(sec)}.")
+    return "\n".join(out)
+
+
+def stream_markdown() -> str:
+    """Lesson 12's read probe: the fastest way found to read each weight size, per call and in a chain of calls."""
+    sec = load(12, "stream", prefer_local=False)
+    bw = sec["copy_GBps"]
+    pct = lambda nbytes, us: f"{us:,.1f} ({100 * nbytes / bw / 1e3 / us:.0f}%)"
+    out = ["| weights read | floor at copy bw | cuBLAS FP16, M = 1 | best `ld.global` | best bulk copy (TMA) "
+           "| cuBLAS, chain | best plain, chain | best with PDL, chain |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for size in dict.fromkeys(r["size"] for r in sec["rows"]):
+        rows = [r for r in sec["rows"] if r["size"] == size]
+        n = rows[0]["bytes"]
+        best = lambda f, key: min((r for r in rows if f(r["variant"])), key=lambda r: r[key])
+        cub = best(lambda v: v.startswith("cuBLAS"), "per_call_us")
+        ldg = best(lambda v: v.startswith("ldg") and "PDL" not in v, "per_call_us")
+        blk = best(lambda v: v.startswith("bulk") and "PDL" not in v, "per_call_us")
+        plain = best(lambda v: not v.startswith("cuBLAS") and "PDL" not in v, "chain_us")
+        pdl = best(lambda v: "PDL" in v, "chain_us")
+        out.append(f"| {size} ({n / 1e6:.1f} MB) | {n / bw / 1e3:.1f} | {pct(n, cub['per_call_us'])} | "
+                   f"{pct(n, ldg['per_call_us'])} | {pct(n, blk['per_call_us'])} | {pct(n, cub['chain_us'])} | "
+                   f"{pct(n, plain['chain_us'])} | {pct(n, pdl['chain_us'])} |")
+    out.append(f"\nµs (in brackets: % of the {bw:,.0f} GB/s copy bandwidth). Kernels that only read (`tools/stream_probe.cu`), "
+               "the best of each kind over grid sizes, loads in flight and ring depths. Per call: CUDA events around each "
+               "call, as every table of the course; chain: 20 back-to-back calls between two events, per call; PDL: "
+               f"programmatic dependent launch. Measured on {env_line(sec)}.")
+    return "\n".join(out)
+
+
 def decode_markdown(prefer_local: bool = False) -> str:
     """Lesson 11: tokens per second of the Llama-shaped decode step per weight format and batch, against FP16."""
     sec = load(11, "decode", prefer_local=prefer_local)
@@ -320,6 +368,8 @@ README_TABLES = {
     "10_w4a16": pipe_markdown,
     "11_decode": decode_markdown,
     "11_accuracy": decode_accuracy_markdown,
+    "12_stream": stream_markdown,
+    "12_wgmma": wgmma_markdown,
 }
 
 

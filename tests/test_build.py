@@ -66,6 +66,28 @@ def test_cold_and_cached_build(tmp_cache):
     assert cold < 60  # the course's target is 15 s on 2 cores; 60 leaves room for a busy CI box
 
 
+def test_arch_specific_file_builds_for_its_target_only(tmp_cache, monkeypatch):
+    """`// REQUIRES: sm_90a` (wgmma, lesson 12): built for sm_90a alone on any machine, and refused with the reason
+    on any other GPU before a launch (an sm_90a binary runs on compute capability 9.0 only)."""
+    src = tmp_cache / "add90a.cu"
+    src.write_text("// REQUIRES: sm_90a\n" + ADD)
+    m = build.load_file(src)
+    assert m.exact and m.min_capability == 9.0
+    assert set(m.resources()["add_kernel"]) == {"sm_90a"}
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "an A100")
+    with pytest.raises(RuntimeError, match=r"compute capability 9.0 only .*sm_80"):
+        m._check_capability()
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (10, 0))
+    with pytest.raises(RuntimeError, match="sm_100"):
+        m._check_capability()
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    m._check_capability()
+    plain = tmp_cache / "add90.cu"
+    plain.write_text("// REQUIRES: sm_90\n" + ADD)
+    assert not build.load_file(plain).exact
+
+
 def test_edit_rebuilds(tmp_cache):
     src = tmp_cache / "add.cu"
     src.write_text(ADD)

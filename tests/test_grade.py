@@ -66,7 +66,8 @@ def test_course_report_from_recorded_results(tmp_path):
 
 @pytest.mark.parametrize("lesson, shows", [(3, "% cuBLAS FP32"), (4, "[bench_s8]"), (6, "(d) fused W8A16"),
                                            (7, "07 vs tinygemm"), (8, "codebook in shared memory"),
-                                           (9, "09 vs 06 W8A8"), (10, "10 vs cuBLAS"), (11, "W4A16 (lesson 10)")])
+                                           (9, "09 vs 06 W8A8"), (10, "10 vs cuBLAS"), (11, "W4A16 (lesson 10)"),
+                                           (12, "12 vs cuBLAS")])
 def test_demo_without_gpu_shows_recorded(capsys, lesson, shows):
     if toolchain.gpu_available():
         pytest.skip("this machine has a GPU (the GPU demo is tested below)")
@@ -89,7 +90,7 @@ def test_demo_on_gpu(capsys):
 @pytest.mark.parametrize("lesson, first", [(4, "PASS  04 WMMA FP16"), (6, "PASS  06 fused W8A16 GEMV"),
                                           (7, "PASS  07 fused W4A16 GEMV"), (8, "PASS  08 NF4 dequantize"),
                                           (9, "PASS  09 W4A8"), (10, "PASS  10.1 write-back"),
-                                          (11, "PASS  11 decode attention")])
+                                          (11, "PASS  11 decode attention"), (12, "PASS  12 W4A16, TMA + wgmma")])
 def test_demo_on_gpu_quantized_lessons(capsys, lesson, first):
     """Lessons whose kernels solve FP16, INT8 or quantized problems: each group timed against its own baseline."""
     from harness import report

@@ -1,0 +1,93 @@
+"""How fast can a kernel read a decode-sized weight matrix? (tools/stream_probe.cu says why.)
+
+    python tools/probe_stream.py [--quick] [--record]   (--record: results/12.json, section "stream", with
+                                                         COURSE_RECORD=1; lesson 12's notebook runs it)
+
+Times, in one run, buffers rotated past L2: pure-read kernels (16-byte loads with U in flight; the bulk copy
+engine through a shared-memory ring), with and without programmatic dependent launch, next to cuBLAS FP16 at
+M = 1 reading the same bytes, on the byte counts of lessons 06-10's weights. Two timings per row: each call
+between its own events (bench.time_fn, as every table of the course), and the mean of a chain of 20 calls
+between two events (how a model's step runs them). % = bytes / time against the copy bandwidth."""
+import math
+import sys
+from pathlib import Path
+
+import torch
+
+from harness import bench, build, results, roofline
+
+SIZES = {"INT4 4096x4096": 8_650_752, "INT4 14336x4096": 30_277_632, "INT4 8192x8192": 34_603_008,
+         "INT8 8192x8192": 68_157_440, "FP16 8192x8192": 134_217_728}
+if "--quick" in sys.argv:
+    SIZES = {k: v for k, v in SIZES.items() if k in ("INT4 8192x8192", "FP16 8192x8192")}
+
+
+def chain_us(fn, sets, n=20, reps=15):
+    """Mean time per call of n back-to-back calls between two events (median over reps chains)."""
+    for a in sets[:3]:
+        fn(*a)
+    torch.cuda.synchronize()
+    out, i = [], 0
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        bench._sleep_us(min(100 * n, 8000))
+        s.record()
+        for _ in range(n):
+            fn(*sets[i % len(sets)])
+            i += 1
+        e.record()
+        e.synchronize()
+        out.append(s.elapsed_time(e) * 1000 / n)
+    out.sort()
+    return out[len(out) // 2]
+
+
+def main():
+    mod = build.load_file(Path(__file__).with_name("stream_probe.cu"), solution=True)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    bw = roofline.ceilings()["copy_GBps"]
+    # At least 8 buffers in rotation: with PDL several launches run at once, and two of them must never read the
+    # same buffer (one would hit the L2 lines the other brought in).
+    pool_bytes = max(8 * max(SIZES.values()), 640 * 2**20)
+    pool = torch.randint(-128, 127, (pool_bytes,), dtype=torch.int8, device="cuda").view(torch.uint8)
+    out = torch.empty(16 * sms, dtype=torch.int32, device="cuda")
+    variants = {}
+    for u in (2, 4, 8):
+        for bps in (1, 2, 4, 8):
+            variants[f"ldg U={u} grid={bps}xSM"] = ("ldg", dict(grid=bps * sms, unroll=u))
+    for st, ch in ((4, 16384), (4, 32768), (8, 8192), (8, 16384), (4, 49152)):
+        for bps in (1, 2):
+            if st * ch * bps <= 220 * 1024:
+                variants[f"bulk S={st} chunk={ch // 1024}K grid={bps}xSM"] = ("bulk", dict(grid=bps * sms, stages=st, chunk=ch))
+    rows = []
+    for label, nbytes in SIZES.items():
+        nsets = max(8, math.ceil(3 * 50 * 2**20 / nbytes))
+        stride = (pool_bytes // nsets) // 256 * 256
+        bufs = [pool[i * stride: i * stride + nbytes] for i in range(nsets)]
+        # cuBLAS FP16 at M = 1 on a weight matrix of these bytes (N = 8192 outputs).
+        k = nbytes // 2 // 8192
+        wsets = [(torch.randn(1, k, device="cuda", dtype=torch.float16),
+                  pool[i * stride: i * stride + 8192 * k * 2].view(torch.float16).view(8192, k)) for i in range(nsets)]
+        res = {"cuBLAS FP16 M=1 (same bytes)": (bench.time_fn(lambda x, w: torch.nn.functional.linear(x, w), wsets).median_us,
+                                                chain_us(lambda x, w: torch.nn.functional.linear(x, w), wsets))}
+        for name, (kind, kw) in variants.items():
+            for pdl in (0, 1):
+                if pdl and kind == "ldg" and kw["grid"] == sms:
+                    continue  # 8 such launches fit on an SM at once: more than the buffers in rotation
+                if kind == "ldg":
+                    fn = lambda b, kw=kw, pdl=pdl: mod.read_ldg(b, b.numel(), out, kw["grid"], kw["unroll"], pdl)
+                else:
+                    fn = lambda b, kw=kw, pdl=pdl: mod.read_bulk(b, b.numel(), out, kw["grid"], kw["stages"], kw["chunk"], pdl)
+                sets = [(b,) for b in bufs]
+                res[name + (" +PDL" if pdl else "")] = (bench.time_fn(fn, sets, reps=60).median_us, chain_us(fn, sets))
+        print(f"\n{label}: {nbytes / 1e6:.1f} MB, floor {nbytes / bw / 1e3:.1f} µs at {bw:.0f} GB/s copy")
+        for name, (t1, tc) in sorted(res.items(), key=lambda kv: kv[1][1]):
+            print(f"  {name:<36} per call {t1:7.2f} µs {100 * nbytes / bw / 1e3 / t1:5.1f}%   chain {tc:7.2f} µs "
+                  f"{100 * nbytes / bw / 1e3 / tc:5.1f}%", flush=True)
+            rows.append(dict(size=label, bytes=nbytes, variant=name, per_call_us=round(t1, 2), chain_us=round(tc, 2)))
+    if "--record" in sys.argv:
+        results.record(12, "stream", rows, copy_GBps=bw)
+
+
+if __name__ == "__main__":
+    main()

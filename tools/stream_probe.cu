@@ -1,0 +1,163 @@
+// How fast can one kernel read a weight matrix of decode size (8-134 MB) on this GPU? The decode kernels of
+// lessons 06-10 reach 58-80% of the copy bandwidth at M = 1, and cuBLAS reads 30-35 MB of FP16 weights at only
+// 65-69% of it (NOTES.md). This file reads bytes and nothing else, three ways, so tools/probe_stream.py can
+// separate the cost of the read itself from the cost of the arithmetic:
+//   read_ldg    U 16-byte loads in flight per thread (ld.global.nc, L1 bypassed), a contiguous slice per block;
+//   read_bulk   one thread per block streams its slice through a ring of S shared-memory stages with the
+//               Hopper bulk copy engine (cp.async.bulk, completion counted in bytes on an mbarrier); the
+//               block's threads read each stage from shared memory;
+//   *_pdl       the same, launched with programmatic dependent launch: the next launch may start its loads
+//               while this one finishes (griddepcontrol), as a weight read may in a model's chain of kernels.
+// Each block folds what it read into one word (so no load is dead) and writes it to out[blockIdx.x].
+// REQUIRES: sm_90
+#include <cuda_runtime.h>
+#include <cstdint>
+
+#define EXPORT extern "C"
+
+// Built for sm_80 too where there is no GPU (CI); there the Hopper instructions become traps.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define HOPPER(...) __trap()
+#else
+#define HOPPER(...) __VA_ARGS__
+#endif
+
+__device__ __forceinline__ uint4 ldg_stream(const uint4* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ void pdl_launch_dependents() { HOPPER(asm volatile("griddepcontrol.launch_dependents;\n" ::)); }
+__device__ __forceinline__ void pdl_wait() { HOPPER(asm volatile("griddepcontrol.wait;\n" ::: "memory")); }
+
+template <int U, bool PDL>
+__global__ void __launch_bounds__(256) read_ldg_kernel(const uint4* __restrict__ src, long n16, int* __restrict__ out) {
+    if (PDL) pdl_launch_dependents();
+    const long per = (n16 + gridDim.x - 1) / gridDim.x, b0 = per * blockIdx.x, b1 = min(b0 + per, n16);
+    uint32_t acc = 0;
+    for (long base = b0 + threadIdx.x; base < b1; base += 256L * U) {
+        uint4 v[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) v[u] = base + 256L * u < b1 ? ldg_stream(src + base + 256L * u) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    acc = __reduce_xor_sync(0xffffffffu, acc);
+    __shared__ uint32_t part[8];
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = acc;
+    __syncthreads();
+    if (PDL) pdl_wait();  // the previous launch's writes of out are complete before ours
+    if (threadIdx.x == 0) {
+        uint32_t a = 0;
+        for (int w = 0; w < 8; ++w) a ^= part[w];
+        out[blockIdx.x] = (int)a;
+    }
+}
+
+// --- the bulk copy engine: one thread issues, an mbarrier per stage counts the bytes that landed ---------------
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+    HOPPER(asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count)));
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+    HOPPER(asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory"));
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    HOPPER(asm volatile(
+        "{\n .reg .pred p;\n WAIT_%=:\n"
+        " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+        " @!p bra WAIT_%=;\n}\n" ::"r"(bar), "r"(parity) : "memory"));
+}
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+    HOPPER(asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                 ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory"));
+}
+
+template <int S, bool PDL>
+__global__ void __launch_bounds__(256) read_bulk_kernel(const uint8_t* __restrict__ src, long bytes, int chunk,
+                                                        int* __restrict__ out) {
+    extern __shared__ __align__(128) uint8_t ring[];
+    __shared__ __align__(8) uint64_t full[S];
+    if (PDL) pdl_launch_dependents();
+    // The block's slice, in whole chunks (the last block takes the rest; bytes is a multiple of 16).
+    const long nchunks = (bytes + chunk - 1) / chunk, per = (nchunks + gridDim.x - 1) / gridDim.x;
+    const long c0 = per * blockIdx.x, c1 = min(c0 + per, nchunks);
+    const uint32_t rbase = (uint32_t)__cvta_generic_to_shared(ring), fbase = (uint32_t)__cvta_generic_to_shared(full);
+    auto issue = [&](long c) {  // thread 0: chunk c into its stage
+        const int s = (int)((c - c0) % S);
+        const uint32_t n = (uint32_t)min((long)chunk, bytes - c * chunk);
+        mbar_expect_tx(fbase + 8 * s, n);
+        bulk_copy(rbase + s * chunk, src + c * chunk, n, fbase + 8 * s);
+    };
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < S; ++s) mbar_init(fbase + 8 * s, 1);
+        HOPPER(asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"));
+        for (long c = c0; c < c1 && c < c0 + S; ++c) issue(c);
+    }
+    __syncthreads();
+    uint32_t acc = 0;
+    for (long c = c0; c < c1; ++c) {
+        const int s = (int)((c - c0) % S);
+        mbar_wait(fbase + 8 * s, (uint32_t)(((c - c0) / S) & 1));
+        const int n16 = (int)(min((long)chunk, bytes - c * chunk) / 16);
+        const uint4* st = reinterpret_cast<const uint4*>(ring + s * chunk);
+        for (int i = threadIdx.x; i < n16; i += 256) {
+            const uint4 v = st[i];
+            acc ^= v.x ^ v.y ^ v.z ^ v.w;
+        }
+        __syncthreads();  // everyone is done with stage s
+        if (threadIdx.x == 0 && c + S < c1) issue(c + S);
+    }
+    acc = __reduce_xor_sync(0xffffffffu, acc);
+    __shared__ uint32_t part[8];
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = acc;
+    __syncthreads();
+    if (PDL) pdl_wait();
+    if (threadIdx.x == 0) {
+        uint32_t a = 0;
+        for (int w = 0; w < 8; ++w) a ^= part[w];
+        out[blockIdx.x] = (int)a;
+    }
+}
+
+template <typename Kern, typename... Args>
+static void launch(Kern kernel, int grid, int smem, bool pdl, cudaStream_t stream, Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(256);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
+// src: bytes as uint8 (a multiple of 16); out: at least `grid` ints. unroll ∈ {1, 2, 4, 8}.
+EXPORT void read_ldg(const uint8_t* src, long long bytes, int* out, int grid, int unroll, int pdl, cudaStream_t stream) {
+    const uint4* s = reinterpret_cast<const uint4*>(src);
+    const long n16 = bytes / 16;
+#define L(U)                                                                                                   \
+    if (unroll == U) {                                                                                         \
+        if (pdl) launch(read_ldg_kernel<U, true>, grid, 0, true, stream, s, n16, out);                         \
+        else launch(read_ldg_kernel<U, false>, grid, 0, false, stream, s, n16, out);                           \
+    }
+    L(1) L(2) L(4) L(8)
+#undef L
+}
+
+// stages ∈ {2, 4, 8}; chunk: bytes per stage (a multiple of 16; stages × chunk ≤ 227 KB).
+EXPORT void read_bulk(const uint8_t* src, long long bytes, int* out, int grid, int stages, int chunk, int pdl,
+                      cudaStream_t stream) {
+    const int smem = stages * chunk;
+#define B(S)                                                                                                   \
+    if (stages == S) {                                                                                         \
+        auto k = pdl ? read_bulk_kernel<S, true> : read_bulk_kernel<S, false>;                                 \
+        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);                            \
+        launch(k, grid, smem, pdl != 0, stream, src, (long)bytes, chunk, out);                                 \
+    }
+    B(2) B(4) B(8)
+#undef B
+}
