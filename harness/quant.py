@@ -375,14 +375,21 @@ def quantize_w4a8(W: torch.Tensor, group: int = 128) -> W4A8Weight:
 # ----------------------------------------------------------------------------------------------
 # Activations: per-token INT8 (the A in W8A8)
 
-def quantize_per_token_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def quantize_per_token_int8(x: torch.Tensor, exact: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """x [M, K] → (q int8 [M, K], scale fp32 [M]): one scale per row (token), computed at run time,
-    scale = absmax(row) / 127."""
+    scale = absmax(row) / 127 and q = round-half-even(x / scale), both divisions IEEE float32, as the kernels do.
+
+    exact=False is PyTorch's plain route (the W8A8 baseline): on the GPU torch divides by the Python number 127 as
+    a multiplication by its reciprocal, which is off by one bit now and then (3 of 33 tokens in one check of lesson
+    09), and a code at a rounding boundary then moves by one. exact=True divides in float64 and rounds to float32:
+    the float64 error (even through a reciprocal) is far below the distance from absmax / 127 to the nearest float32
+    rounding boundary, so the result is the correctly rounded float32 quotient."""
     if not isinstance(x, torch.Tensor) or x.dim() != 2 or not x.is_floating_point():
         raise ValueError(f"quantize_per_token_int8: x must be a 2-D floating-point [M, K] tensor, got "
                          f"{getattr(x, 'dtype', type(x).__name__)} {tuple(getattr(x, 'shape', ()))}")
     xf = x.float()
-    scale = xf.abs().amax(dim=1) / INT8_MAX
+    amax = xf.abs().amax(dim=1)
+    scale = (amax.double() / INT8_MAX).float() if exact else amax / INT8_MAX
     q = torch.round(xf / scale.clamp_min(torch.finfo(torch.float32).tiny)[:, None]).clamp(-INT8_MAX, INT8_MAX)
     return q.to(torch.int8), scale
 

@@ -169,6 +169,24 @@ def test_per_token_int8():
         quant.quantize_per_token_int8(q)
 
 
+def test_per_token_int8_is_ieee_float32_arithmetic():
+    """The reference's scale and codes are what a kernel computes with IEEE float32 divisions (m / 127.f, then
+    x / scale rounded half to even): NumPy's float32 division is IEEE. A one-bit difference in the scale moved one
+    code of lesson 09's check by one step (seed 3944577863, M = 33, N = 136, K = 256)."""
+    import numpy as np
+    gen = torch.Generator().manual_seed(7)
+    x = (torch.randn(4000, 64, generator=gen) * torch.rand(4000, 1, generator=gen) * 10).half()
+    q, s = quant.quantize_per_token_int8(x)
+    xf = x.float().numpy()
+    want_s = np.abs(xf).max(axis=1).astype(np.float32) / np.float32(127)
+    assert np.array_equal(s.numpy(), want_s)
+    want_q = np.clip(np.rint(xf / want_s[:, None]), -127, 127).astype(np.int8)
+    assert np.array_equal(q.numpy(), want_q)
+    if torch.cuda.is_available():  # the same on the GPU, where torch divides by a Python number via its reciprocal
+        qg, sg = quant.quantize_per_token_int8(x.cuda())
+        assert torch.equal(sg.cpu(), s) and torch.equal(qg.cpu(), q)
+
+
 def test_all_zero_group_stays_zero_without_nan():
     W = weights()
     W[5, 128:256] = 0
