@@ -18,6 +18,16 @@ def test_compiles(lesson, file, solution):
             assert r["spill_stores"] == 0, f"{kernel} spills registers on {arch}: {r}"
 
 
+TOOL_FILES = sorted((build.ROOT / "tools").glob("*.cu"))
+
+
+@pytest.mark.parametrize("path", TOOL_FILES, ids=[p.name for p in TOOL_FILES])
+def test_tool_kernels_compile(path):
+    """The measurement kernels behind tools/ (lesson 12's read probe) build everywhere too."""
+    mod = build.load_file(path, solution=True)
+    assert mod.exports and all(r["spill_stores"] == 0 for per in mod.resources().values() for r in per.values())
+
+
 IDS = [f"{k.lesson:02d}-{k.launcher}" for k in catalog.kernels()]
 
 
