@@ -105,6 +105,31 @@ def bench_markdown(lesson: int, section: str) -> str:
     return "\n".join(out)
 
 
+def mma_peak_markdown(prefer_local: bool = False) -> str:
+    """Lesson 04: what the tensor-core instructions can do alone (tools/probe_mma.py), the GEMMs against that,
+    and what each part of the mma.sync kernel's K loop costs (tools/tune_tc.py --ablate)."""
+    sec = load(4, "mma_peak", prefer_local=prefer_local)
+    out = ["| instruction, issued from registers alone | best T(FL)OP/s | ops per SM per clock | at ILP, warps per SM |",
+           "|---|---:|---:|---|"]
+    for kind, b in sec["best"].items():
+        out.append(f"| {kind} | {b['tops']:,.1f} | {b['ops_per_clk_per_sm']:,} | {b['ilp']}, {b['warps_per_sm']} |")
+    out += ["", "| GEMM, same run | n³ | T(FL)OP/s | % of its instruction's best |", "|---|---:|---:|---:|"]
+    for r in sec["gemms"]:
+        out.append(f"| {r['op']} | {r['n']} | {r['tops']:,.1f} | {r['pct_of_probe']:.1f}% of {r['probe_kind']} |")
+    out.append(f"\ncuBLAS FP16 issues Hopper's `wgmma` (HGMMA: lesson 04, section 4), not `mma.sync`: its percentage compares it "
+               f"with the `mma.sync` ceiling. Measured on {env_line(sec)}.")
+    try:
+        ab = load(4, "ablate", prefer_local=prefer_local)
+    except FileNotFoundError:
+        return "\n".join(out)
+    out += ["", "| mma.sync kernel, parts of the K loop switched off (wrong results, timed only) | n³ | µs | % of baseline |",
+            "|---|---:|---:|---:|"]
+    for r in ab["rows"]:
+        out.append(f"| {r['op']} | {r['shape'][0]} | {r['us']:,.1f} | {r['pct_baseline']:.1f}% of {r['baseline']} |")
+    out.append(f"\nMeasured on {env_line(ab)}.")
+    return "\n".join(out)
+
+
 def ceilings_markdown() -> str:
     from . import roofline
     c = roofline.recorded()
@@ -359,6 +384,7 @@ README_TABLES = {
                                       "cuBLAS FP32"),
     "04_f16": lambda: bench_markdown(4, "bench_f16"),
     "04_s8": lambda: bench_markdown(4, "bench_s8"),
+    "04_mma_peak": mma_peak_markdown,
     "06_w8a16": w8a16_markdown,
     "06_w8a8": w8a8_markdown,
     "07_w4a16": w4a16_markdown,

@@ -2,19 +2,29 @@
 each, and time them against cuBLAS FP16 and torch._int_mm in one run.
 
     python tools/tune_tc.py [4096 8192] [-DMMA_BN=256 -DMMA_TB=64 ...]
+    python tools/tune_tc.py --ablate [--record]   what each part of the mma.sync kernel's K loop costs
+                                                  (--record: results/04.json, section "ablate", with
+                                                  COURSE_RECORD=1; lesson 04's notebook shows it)
 
 A configuration is block tile width, shared tile depth in bytes, pipeline stages (see tc_gemm.cu).
-What the sweeps found is in NOTES.md."""
+--ablate builds the mma.sync kernel with parts of its K loop switched off (TC_ABLATE in tc_gemm.cu: the
+refills, the per-step fragment loads, the barrier): the results are wrong, so those builds are timed, not
+checked; the time each saves is what that part costs. What the sweeps found is in NOTES.md."""
 import sys
 
-from harness import bench, build, catalog, check
+from harness import bench, build, catalog, check, results
 from harness.problems import torch_int_mm, torch_linear
 
+ABLATE = "--ablate" in sys.argv
 VARIANTS = {"shipped": []}
-for cfg in ("128,64,4", "128,128,2", "256,64,4", "256,128,3", "256,64,3"):
-    VARIANTS[f"mma {cfg}"] = [f"-DMMA_{k}={v}" for k, v in zip(("BN", "TB", "STAGES"), cfg.split(","))]
-for cfg in ("128,64,4", "256,128,3"):
-    VARIANTS[f"wmma {cfg}"] = [f"-DWMMA_{k}={v}" for k, v in zip(("BN", "TB", "STAGES"), cfg.split(","))]
+if ABLATE:
+    VARIANTS.update({"no refills": ["-DTC_ABLATE=1"], "fragments once per tile": ["-DTC_ABLATE=2"],
+                     "no barrier": ["-DTC_ABLATE=4"], "none of the three": ["-DTC_ABLATE=7"]})
+else:
+    for cfg in ("128,64,4", "128,128,2", "256,64,4", "256,128,3", "256,64,3"):
+        VARIANTS[f"mma {cfg}"] = [f"-DMMA_{k}={v}" for k, v in zip(("BN", "TB", "STAGES"), cfg.split(","))]
+    for cfg in ("128,64,4", "256,128,3"):
+        VARIANTS[f"wmma {cfg}"] = [f"-DWMMA_{k}={v}" for k, v in zip(("BN", "TB", "STAGES"), cfg.split(","))]
 extra = [a for a in sys.argv[1:] if a.startswith("-D")]
 if extra:
     VARIANTS = {"command line " + " ".join(extra): extra}
@@ -23,16 +33,23 @@ sizes = [int(s) for s in sys.argv[1:] if s.isdigit()] or [4096, 8192]
 for name, err in build.prebuild(4, "tc_gemm", VARIANTS).items():  # in parallel; loads below hit the cache
     print(f"build {name} failed:\n{err}")
 
+rows = []
 for prob, dt, base_name, base in ((catalog.FP16, "f16", "cuBLAS FP16", torch_linear),
                                   (catalog.INT8, "s8", "torch._int_mm", torch_int_mm)):
     ops = {base_name: base}
     for vname, flags in VARIANTS.items():
         mod = build.load(4, "tc_gemm", solution=True, extra_cuda_flags=flags)
-        kinds = ("wmma", "mma") if vname == "shipped" else (vname.split()[0],)
+        kinds = ("mma",) if ABLATE else ("wmma", "mma") if vname == "shipped" else (vname.split()[0],)
         for kind in kinds:
-            op = prob.bind(getattr(mod, f"gemm_{kind}_{dt}"), f"{dt} {kind} {vname.split()[-1]}")
+            label = f"{dt} {kind} {vname}" if ABLATE else f"{dt} {kind} {vname.split()[-1]}"
+            op = prob.bind(getattr(mod, f"gemm_{kind}_{dt}"), label)
+            if ABLATE and vname != "shipped":
+                ops[op.__name__] = op  # wrong on purpose: timed only
+                continue
             res = check.check(prob, op, shapes=[(17, 33, 65), (127, 255, 1001), (256, 512, 384), (300, 520, 4096)])
             print(("PASS " if res.ok else "FAIL ") + op.__name__, "" if res.ok else res)
             if res.ok:
                 ops[op.__name__] = op
-    bench.compare(prob, ops, [(n, n, n) for n in sizes], baseline=base_name, reps=30)
+    rows += bench.compare(prob, ops, [(n, n, n) for n in sizes], baseline=base_name, reps=30)
+if ABLATE and "--record" in sys.argv:
+    results.record(4, "ablate", rows)

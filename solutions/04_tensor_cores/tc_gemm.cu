@@ -21,7 +21,8 @@
 //    (what load_matrix_sync becomes) reads 8 rows of 16 bytes per phase; with a 144-byte stride those 8
 //    rows start in banks 0, 4, 8, …, 28: all 32 banks, no conflict. Unpadded, all 8 would hit one bank.
 //  - Tiles move global → shared with cp.async (16 bytes, no registers in between) in a STAGES-deep
-//    ring: while the tensor cores work on tile k, the next tiles are in flight.
+//    ring: while the tensor cores work on tile k, the next tiles are in flight. The mma.sync kernel
+//    also keeps the next K step's fragments in flight, across tile boundaries (see its K loop).
 //  - Blocks are launched in groups of GROUP_M tile rows (the Triton tutorial's ordering), so blocks
 //    that run together share rows of x and columns of W in L2.
 // The INT8 kernels use the same bytes per tile: K is simply twice as long per byte, and mma.sync's
@@ -61,6 +62,12 @@ using namespace nvcuda;
 #endif
 #ifndef GROUP_M
 #define GROUP_M 8
+#endif
+// Measurement switch for tools/tune_tc.py --ablate, mma.sync kernels only: bit 1 skips the refills of the K
+// loop (the tiles keep stale data), bit 2 loads each tile's fragments once, bit 4 drops the barrier. The
+// results are wrong; only the timing means something (what each part of the loop costs). 0 everywhere else.
+#ifndef TC_ABLATE
+#define TC_ABLATE 0
 #endif
 
 template <int BN_, int TILE_BYTES_, int STAGES_>
@@ -144,7 +151,7 @@ __device__ __forceinline__ void tile_origin(int M, int N, int& m0, int& n0) {
     n0 = ((blockIdx.x % per_group) / group_rows) * C::BN;
 }
 
-// The K loop both kernels share: a STAGES-deep cp.async ring; compute(As, Bs) consumes one tile
+// The WMMA kernel's K loop: a STAGES-deep cp.async ring; compute(As, Bs) consumes one tile
 // (As: BM rows of x, Bs: BN rows of W, each row TILE_BYTES of K at a ROW_BYTES stride).
 template <class C, typename T, bool VEC, class Compute>
 __device__ __forceinline__ void mainloop(const T* x, const T* W, int M, int N, int K, int m0, int n0, char* smem,
@@ -282,6 +289,7 @@ gemm_mma_kernel(const T* __restrict__ x, const T* __restrict__ W, typename Types
     using Acc = typename Types<T>::Acc;
     constexpr int FM = C::WM / 16, FN = C::WN / 8;  // 4 × 8 m16n8 tiles per warp
     constexpr int KSTEPS = C::TILE_BYTES / 32;      // one mma's K is 32 bytes (16 halves, 32 int8s)
+    static_assert(KSTEPS % 2 == 0, "the fragment buffers alternate per K step and restart at 0 per tile");
     extern __shared__ __align__(128) char smem[];
     int m0, n0;
     tile_origin<C>(M, N, m0, n0);
@@ -302,37 +310,78 @@ gemm_mma_kernel(const T* __restrict__ x, const T* __restrict__ W, typename Types
     //   = mma's a0..a3. B (16 rows of W = two n8 tiles × 32 bytes): (n 0-7, bytes 0-15), (0-7, 16-31),
     //   (8-15, 0-15), (8-15, 16-31) = b0, b1 of the first n8 tile, then of the second.
     // BEGIN EXERCISE 04.b: ldmatrix addresses and the mma.sync loop
-    //> // TODO: compute each lane's byte offsets into the A and B tiles (see the comment above), then
-    //> // in the loop below load the fragments of each 32-byte K step with ldmatrix_x4 and issue
-    //> // mma(acc[i][j], a[i], b0, b1) for the FM × FN m16n8 tiles.
+    //> // TODO: compute each lane's byte offsets into the A and B tiles (see the comment above); the K loop
+    //> // below adds i·16 rows (A), j·16 rows (B) and 32 bytes per K step to them. Then fill in the mma.sync
+    //> // of one K step, further down.
     //> const int a_off = 0, b_off = 0;
     const int a_off = (wm + lane % 16) * C::ROW_BYTES + (lane / 16) * 16;
     const int b_off = (wn + lane % 8 + (lane / 16) * 8) * C::ROW_BYTES + ((lane / 8) % 2) * 16;
     // END EXERCISE
 
-    mainloop<C, T, VEC>(x, W, M, N, K, m0, n0, smem, [&](const char* As, const char* Bs) {
-        // Fragments are double-buffered in registers: step s+1's ldmatrix are issued before step s's
-        // mma.sync, so their shared-memory latency hides behind tensor-core work.
-        uint32_t a[2][FM][4], b[2][FN / 2][4];
-        auto load = [&](int buf, int s) {
+    // Its own K loop, not mainloop(): fragments are double-buffered in registers (step s+1's ldmatrix are issued
+    // before step s's mma.sync, so their shared-memory latency hides behind tensor-core work), across tile
+    // boundaries too. The barrier moves from the start of tile kt to its last K step: once tile kt+1 has landed,
+    // the warp loads its first fragments and only then issues tile kt's last MMAs, so no warp meets a tile with
+    // empty registers. The refill of the stage tile kt-1 used waits until after that barrier (step 0 of tile kt),
+    // when every warp has read its last fragments from it. (H100, NOTES.md: 40-41% → 50-52% of cuBLAS FP16,
+    // INT8 67-70% → 83-86% of torch._int_mm; 4 stages or copies spread over the K steps were no better.)
+    constexpr int BK = C::TILE_BYTES / sizeof(T);
+    const TileLoader<C, T, VEC, C::BM> load_x(x, M, K, m0);
+    const TileLoader<C, T, VEC, C::BN> load_w(W, N, K, n0);
+    auto load_stage = [&](int st, int kt) {
+        load_x.load(smem + st * C::STAGE_BYTES, kt * BK, K);
+        load_w.load(smem + st * C::STAGE_BYTES + C::BM * C::ROW_BYTES, kt * BK, K);
+    };
+    uint32_t a[2][FM][4], b[2][FN / 2][4];
+    auto load = [&](int buf, int st, int s) {  // the fragments of K step s of stage st
+        const char* As = smem + st * C::STAGE_BYTES;
+        const char* Bs = As + C::BM * C::ROW_BYTES;
 #pragma unroll
-            for (int i = 0; i < FM; ++i) ldmatrix_x4(a[buf][i], As + a_off + i * 16 * C::ROW_BYTES + s * 32);
+        for (int i = 0; i < FM; ++i) ldmatrix_x4(a[buf][i], As + a_off + i * 16 * C::ROW_BYTES + s * 32);
 #pragma unroll
-            for (int j = 0; j < FN / 2; ++j) ldmatrix_x4(b[buf][j], Bs + b_off + j * 16 * C::ROW_BYTES + s * 32);
-        };
-        // BEGIN EXERCISE 04.b: (continued) the mma.sync loop
-        //> (void)load; (void)a; (void)b;
-        load(0, 0);
+        for (int j = 0; j < FN / 2; ++j) ldmatrix_x4(b[buf][j], Bs + b_off + j * 16 * C::ROW_BYTES + s * 32);
+    };
+    const int ktiles = (K + BK - 1) / BK;
+#pragma unroll
+    for (int st = 0; st < C::STAGES - 1; ++st) {
+        if (st < ktiles) load_stage(st, st);
+        cp_async_commit();  // an empty group keeps the wait counts uniform
+    }
+    cp_async_wait<C::STAGES - 2>();
+    __syncthreads();
+    int rs = 0;  // the stage being read
+    load(0, 0, 0);
+    for (int kt = 0; kt < ktiles; ++kt) {
 #pragma unroll
         for (int s = 0; s < KSTEPS; ++s) {
-            if (s + 1 < KSTEPS) load((s + 1) % 2, s + 1);
+            if (s == 0) {  // tile kt-1's stage is free: every warp passed the barrier after its last ldmatrix
+                const int nt = kt + C::STAGES - 1;
+                if (nt < ktiles && !(TC_ABLATE & 1)) load_stage(nt % C::STAGES, nt);
+                cp_async_commit();
+            }
+            if (s == KSTEPS - 1) {  // tile kt+1 must have landed (everyone's copies) before its fragments are read
+                cp_async_wait<C::STAGES - 2>();
+                if (!(TC_ABLATE & 4)) __syncthreads();
+                rs = rs + 1 == C::STAGES ? 0 : rs + 1;
+            }
+            if (s + 1 < KSTEPS) {
+                if (!(TC_ABLATE & 2)) load((s + 1) % 2, rs, s + 1);
+            } else if (kt + 1 < ktiles) {
+                load(0, rs, 0);  // KSTEPS is even: step 0 always uses buffer 0
+            }
+            const int u = (TC_ABLATE & 2) ? 0 : s % 2;
+            // BEGIN EXERCISE 04.b: (continued) the mma.sync of one K step
+            //> // TODO: acc[i][j] += A tile i · B tile j for the FM × FN m16n8 tiles of this K step: the
+            //> // fragments are a[u][i] and, for n8 tile j, b[u][j / 2] registers (j % 2)·2 and (j % 2)·2 + 1.
+            //> (void)u;
 #pragma unroll
             for (int i = 0; i < FM; ++i)
 #pragma unroll
-                for (int j = 0; j < FN; ++j) mma(acc[i][j], a[s % 2][i], b[s % 2][j / 2][(j % 2) * 2], b[s % 2][j / 2][(j % 2) * 2 + 1]);
+                for (int j = 0; j < FN; ++j) mma(acc[i][j], a[u][i], b[u][j / 2][(j % 2) * 2], b[u][j / 2][(j % 2) * 2 + 1]);
+            // END EXERCISE
         }
-        // END EXERCISE
-    });
+    }
+    cp_async_wait<0>();
 
     // Epilogue straight from registers: acc[i][j] holds rows g and g + 8, columns 2t and 2t + 1.
     const int g = lane / 4, t = lane % 4;
