@@ -6,10 +6,13 @@ each, and time them against cuBLAS FP16 and torch._int_mm in one run.
                                                   (--record: results/04.json, section "ablate", with
                                                   COURSE_RECORD=1; lesson 04's notebook shows it)
 
-A configuration is block tile width, shared tile depth in bytes, pipeline stages (see tc_gemm.cu).
+A configuration is block tile width, shared tile depth in bytes, pipeline stages (see tc_gemm.cu); the
+cp.async ones are built with TC_TMA=0, so an H100 runs them and not the copy-engine path.
 --ablate builds the mma.sync kernel with parts of its K loop switched off (TC_ABLATE in tc_gemm.cu: the
-refills, the per-step fragment loads, the barrier): the results are wrong, so those builds are timed, not
-checked; the time each saves is what that part costs. What the sweeps found is in NOTES.md."""
+refills, the per-step fragment loads, the waits for the tiles): the results are wrong, so those builds are
+timed, not checked; the time each saves is what that part costs. It also times the two pipelines against
+each other: cp.async copies by the math warps (TC_TMA=0), and the copy engine with padded 144-byte rows
+instead of swizzled 128-byte ones (MMA_SWZ=0). What the sweeps found is in NOTES.md."""
 import sys
 
 from harness import bench, build, catalog, check, results
@@ -18,13 +21,18 @@ from harness.problems import torch_int_mm, torch_linear
 ABLATE = "--ablate" in sys.argv
 VARIANTS = {"shipped": []}
 if ABLATE:
-    VARIANTS.update({"no refills": ["-DTC_ABLATE=1"], "fragments once per tile": ["-DTC_ABLATE=2"],
-                     "no barrier": ["-DTC_ABLATE=4"], "none of the three": ["-DTC_ABLATE=7"]})
+    VARIANTS.update({"cp.async copies": ["-DTC_TMA=0"], "copy engine, padded rows": ["-DMMA_SWZ=0"],
+                     "no refills": ["-DTC_ABLATE=1"], "fragments once per tile": ["-DTC_ABLATE=2"],
+                     "no waits": ["-DTC_ABLATE=4"], "none of the three": ["-DTC_ABLATE=7"]})
+    CHECKED = {"shipped", "cp.async copies", "copy engine, padded rows"}  # the others are wrong on purpose
 else:
     for cfg in ("128,64,4", "128,128,2", "256,64,4", "256,128,3", "256,64,3"):
-        VARIANTS[f"mma {cfg}"] = [f"-DMMA_{k}={v}" for k, v in zip(("BN", "TB", "STAGES"), cfg.split(","))]
+        VARIANTS[f"mma {cfg}"] = ["-DTC_TMA=0"] + [f"-DMMA_{k}={v}" for k, v in zip(("BN", "TB", "STAGES"), cfg.split(","))]
     for cfg in ("128,64,4", "256,128,3"):
-        VARIANTS[f"wmma {cfg}"] = [f"-DWMMA_{k}={v}" for k, v in zip(("BN", "TB", "STAGES"), cfg.split(","))]
+        VARIANTS[f"wmma {cfg}"] = ["-DTC_TMA=0"] + [f"-DWMMA_{k}={v}" for k, v in zip(("BN", "TB", "STAGES"), cfg.split(","))]
+    for stages in (3, 4):  # the copy-engine path (sm_90): ring depth
+        VARIANTS[f"mma tma{stages}"] = [f"-DTMA_STAGES={stages}"]
+        VARIANTS[f"wmma tma{stages}"] = [f"-DTMA_STAGES={stages}"]
 extra = [a for a in sys.argv[1:] if a.startswith("-D")]
 if extra:
     VARIANTS = {"command line " + " ".join(extra): extra}
@@ -43,10 +51,10 @@ for prob, dt, base_name, base in ((catalog.FP16, "f16", "cuBLAS FP16", torch_lin
         for kind in kinds:
             label = f"{dt} {kind} {vname}" if ABLATE else f"{dt} {kind} {vname.split()[-1]}"
             op = prob.bind(getattr(mod, f"gemm_{kind}_{dt}"), label)
-            if ABLATE and vname != "shipped":
+            if ABLATE and vname not in CHECKED:
                 ops[op.__name__] = op  # wrong on purpose: timed only
                 continue
-            res = check.check(prob, op, shapes=[(17, 33, 65), (127, 255, 1001), (256, 512, 384), (300, 520, 4096)])
+            res = check.check(prob, op, shapes=[(17, 33, 65), (127, 255, 1001), (256, 512, 384), (300, 520, 4096), (100, 300, 200)])
             print(("PASS " if res.ok else "FAIL ") + op.__name__, "" if res.ok else res)
             if res.ok:
                 ops[op.__name__] = op
