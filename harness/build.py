@@ -133,6 +133,9 @@ _DTYPES = {  # pointer base type -> torch dtype name
 _INTS = {"int", "int32_t", "unsigned", "unsigned int", "uint32_t", "int64_t", "long long", "size_t", "long"}
 _FLOATS = {"float", "double"}
 _EXPORT_RE = re.compile(r"^\s*EXPORT\s+void\s+(\w+)\s*\(([^)]*)\)", re.M | re.S)
+# Exports that set how a file's launchers launch rather than launch anything: set_pdl(1) makes the launchers of the
+# kernels that call pdl_wait() use programmatic dependent launch (lesson 11).
+SETTINGS = frozenset({"set_pdl"})
 
 
 @dataclass(frozen=True)

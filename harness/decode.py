@@ -22,6 +22,7 @@ model must agree with: the CPU tests check the plumbing (cache, positions, group
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, replace
 
@@ -123,6 +124,7 @@ class Ops:
     attention: object
     silu_mul: object
     label: str
+    module: object = None  # the compiled kernel file (its set_pdl), None for PyTorch's ops
 
 
 def torch_ops(eps: float = 1e-5) -> Ops:
@@ -167,7 +169,7 @@ def cuda_ops(solution: bool | None = None) -> Ops:
     mod = build.load(11, "decode_ops", solution=solution)
     return Ops(catalog.ADD_RMSNORM.bind(mod.add_rmsnorm, "add_rmsnorm"),
                catalog.ATTENTION.bind(mod.decode_attention, "decode_attention"),
-               catalog.SILU_MUL.bind(mod.silu_mul, "silu_mul"), "lesson 11")
+               catalog.SILU_MUL.bind(mod.silu_mul, "silu_mul"), "lesson 11", mod)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -209,13 +211,16 @@ def _by_rows(W: torch.Tensor, fn, max_elems: int = 1 << 25) -> list:
 
 
 def _kernel_op(lesson: int, launcher: str, solution):
-    from . import catalog
+    """The launcher bound to its problem, and its compiled kernel file (for set_pdl)."""
+    from . import build, catalog
     k = next(k for k in catalog.kernels(lesson) if k.launcher == launcher)
-    return catalog.op(k, solution=solution)
+    return catalog.op(k, solution=solution), build.load(k.lesson, k.file, solution=solution)
 
 
 class DenseLinear:
     """FP16 weights, cuBLAS through torch.mm: the baseline every format is measured against."""
+
+    module = None  # cuBLAS: nothing of ours to launch with PDL
 
     def __init__(self, W: torch.Tensor, solution=None):
         self.W, self.n, self.k = W, W.shape[0], W.shape[1]
@@ -237,7 +242,7 @@ class W8A16Layer:
         parts = _by_rows(W, lambda w: quant.quantize_int8(w, 128))
         self.w = quant.Int8Weight(torch.cat([p.q for p in parts]), torch.cat([p.scale for p in parts]), 128)
         self.n, self.k = W.shape
-        self.op = _kernel_op(6, "linear_w8a16", solution)
+        self.op, self.module = _kernel_op(6, "linear_w8a16", solution)
 
     def __call__(self, x, out):
         self.op(x, self.w.q, self.w.scale, out=out)
@@ -258,7 +263,7 @@ class W4A16FragLayer:
         self.w = quant.Int4Fragments(torch.cat([p.packed for p in parts]), torch.cat([p.scale for p in parts], 1),
                                      W.shape[0], 128)
         self.n, self.k = W.shape
-        self.op = _kernel_op(10, "linear_w4a16_frag", solution)
+        self.op, self.module = _kernel_op(10, "linear_w4a16_frag", solution)
 
     def __call__(self, x, out):
         self.op(x, self.w, out=out)
@@ -284,7 +289,7 @@ class W4A16Layer:
         parts = _by_rows(W, lambda w: quant.quantize_int4(w, 128))
         self.w = quant.Int4Weight(torch.cat([p.packed for p in parts]), torch.cat([p.scale for p in parts]), 128)
         self.n, self.k = W.shape
-        self.op = _kernel_op(7, "linear_w4a16", solution)
+        self.op, self.module = _kernel_op(7, "linear_w4a16", solution)
 
     def __call__(self, x, out):
         self.op(x, self.w.packed, self.w.scale, out=out)
@@ -306,7 +311,7 @@ class NF4Layer:
         self.packed = torch.cat([p.packed for p in parts]).view(self.n, self.k // 2)
         self.absmax = torch.cat([p.absmax for p in parts]).view(self.n, self.k // 64)
         self.codebook = quant.NF4.to(W.device)
-        self.op = _kernel_op(8, "gemv_nf4", solution)
+        self.op, self.module = _kernel_op(8, "gemv_nf4", solution)
 
     def __call__(self, x, out):
         self.op(x, self.packed, self.absmax, self.codebook, out=out)
@@ -354,13 +359,22 @@ class _Buffers:
     logits: torch.Tensor
 
 
+def pdl_supported(device=None) -> bool:
+    """Programmatic dependent launch needs compute capability 9.0 (Hopper) or newer."""
+    return torch.cuda.is_available() and torch.cuda.get_device_capability(device) >= (9, 0)
+
+
 class DecodeModel:
     """A Llama-shaped decoder with its linear layers in weight format `fmt` (a key of FORMATS). Holds its KV cache
     (max_batch sequences of max_seq positions) and, for each batch size used, static activation buffers, so a step
-    allocates nothing and can be captured in a CUDA graph."""
+    allocates nothing and can be captured in a CUDA graph.
+
+    pdl: launch the course's kernels of a step with programmatic dependent launch, so that each may start (and
+    begin reading its weights) while the kernel before it finishes. None: where the GPU supports it (sm_90+).
+    cuBLAS's GEMMs (the FP16 model) and PyTorch's kernels launch as usual."""
 
     def __init__(self, cfg: Config, weights: dict, fmt: str = "fp16", *, max_batch: int = 1, max_seq: int = 1024,
-                 ops: Ops | None = None, solution: bool | None = None):
+                 ops: Ops | None = None, solution: bool | None = None, pdl: bool | None = None):
         if fmt not in FORMATS:
             raise ValueError(f"unknown format {fmt!r}; have {list(FORMATS)}")
         self.cfg, self.fmt, self.format = cfg, fmt, FORMATS[fmt]
@@ -377,6 +391,36 @@ class DecodeModel:
                                  device=dev)
         self.rope = rope_table(max_seq, cfg.head_dim, cfg.rope_theta, dev)
         self._bufs: dict[int, _Buffers] = {}
+        mods = [self.ops.module] + [getattr(l, "module", None) for l in self.linears()]
+        self._modules = list({id(m): m for m in mods if m is not None}.values())
+        can = dev.type == "cuda" and pdl_supported(dev)
+        if pdl and not can:
+            raise ValueError("pdl=True needs a GPU of compute capability 9.0 or newer (programmatic dependent launch)")
+        self.pdl = can if pdl is None else bool(pdl)
+
+    @contextlib.contextmanager
+    def without_pdl(self):
+        """Within: the model launches as if pdl=False (timing the difference; kernel durations that mean something)."""
+        was = self.pdl
+        self.pdl = False
+        try:
+            yield
+        finally:
+            self.pdl = was
+
+    @contextlib.contextmanager
+    def _launches(self):
+        """The step's kernels launch with PDL if self.pdl (a setting of each kernel file, restored after)."""
+        if not self.pdl:
+            yield
+            return
+        for m in self._modules:
+            m.set_pdl(1)
+        try:
+            yield
+        finally:
+            for m in self._modules:
+                m.set_pdl(0)
 
     def linears(self):
         for L in self.layers:
@@ -401,6 +445,10 @@ class DecodeModel:
     def step(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """One token per sequence: tokens int64 [B], pos int32 [B] (the new tokens' positions, on the device).
         Appends to the KV cache and returns the logits [B, vocab] (a buffer the next step overwrites)."""
+        with self._launches():
+            return self._step(tokens, pos)
+
+    def _step(self, tokens, pos):
         B = tokens.shape[0]
         bf, ops, eps = self.buffers(B), self.ops, self.cfg.eps
         torch.index_select(self.embed, 0, tokens, out=bf.delta)
@@ -421,12 +469,13 @@ class DecodeModel:
     def gemms_only(self, B: int):
         """The step's linear layers alone, on the same buffers (timing the GEMMs' share of a step)."""
         bf = self.buffers(B)
-        for L in self.layers:
-            L["qkv"](bf.hn[1], bf.qkv)
-            L["o"](bf.attn, bf.delta)
-            L["gate_up"](bf.hn[1], bf.gu)
-            L["down"](bf.act, bf.delta)
-        self.lm_head(bf.hn[1], bf.logits)
+        with self._launches():
+            for L in self.layers:
+                L["qkv"](bf.hn[1], bf.qkv)
+                L["o"](bf.attn, bf.delta)
+                L["gate_up"](bf.hn[1], bf.gu)
+                L["down"](bf.act, bf.delta)
+            self.lm_head(bf.hn[1], bf.logits)
 
     def dequantized_twin(self) -> "DecodeModel":
         """An FP16 (cuBLAS) model whose weights are this model's dequantized weights: comparing the two isolates
@@ -435,7 +484,7 @@ class DecodeModel:
         w = {"embed": self.embed, "final_norm": self.final_norm, "lm_head": self.lm_head.dequantized(),
              "layers": [{"attn_norm": L["attn_norm"], "mlp_norm": L["mlp_norm"],
                          **{k: L[k].dequantized() for k in ("qkv", "o", "gate_up", "down")}} for L in self.layers]}
-        return DecodeModel(c, w, "fp16", max_batch=self.max_batch, max_seq=self.max_seq, ops=self.ops)
+        return DecodeModel(c, w, "fp16", max_batch=self.max_batch, max_seq=self.max_seq, ops=self.ops, pdl=self.pdl)
 
 
 class DecodeGraph:
@@ -575,20 +624,30 @@ def time_calls(fn, calls: int, reps: int = 5) -> float:
 def measure(model: DecodeModel, batch: int, ctx: int, steps: int = 64, eager_steps: int = 8) -> dict:
     """Decode speed at `batch` sequences of `ctx` cached positions (random cache contents: speed does not depend on
     them): a step as a CUDA graph, the same step launched from Python (eager), and the step's GEMMs alone (a graph).
-    Greedy decoding in the graph; positions are reset before each timed run so the context stays ctx … ctx + steps."""
+    Greedy decoding in the graph; positions are reset before each timed run so the context stays ctx … ctx + steps.
+    With model.pdl, the step's graph is also captured and timed without PDL (us_graph_nopdl)."""
     if ctx + steps + 2 > model.max_seq:
         raise ValueError(f"ctx {ctx} + {steps} steps do not fit the cache of {model.max_seq} positions")
     cfg = model.cfg
     model.cache.normal_()
-    g = DecodeGraph(model, batch)
-    g.tokens.random_(0, cfg.vocab)
 
-    def run_graph():
-        g.pos.fill_(ctx)
-        for _ in range(steps):
-            g.graph.replay()
+    def time_graph():
+        g = DecodeGraph(model, batch)
+        g.tokens.random_(0, cfg.vocab)
 
-    us_graph = time_calls(run_graph, 1) / steps  # the fill_ is one tiny kernel in `steps` replays
+        def run_graph():
+            g.pos.fill_(ctx)
+            for _ in range(steps):
+                g.graph.replay()
+
+        return time_calls(run_graph, 1) / steps, g  # the fill_ is one tiny kernel in `steps` replays
+
+    us_nopdl = None
+    if model.pdl:
+        with model.without_pdl():
+            us_nopdl, g = time_graph()
+        del g
+    us_graph, g = time_graph()
     tokens, pos = g.tokens.clone(), torch.full((batch,), ctx, dtype=torch.int32, device=g.pos.device)
     us_eager = time_calls(lambda: model.step(tokens, pos), eager_steps, reps=3)
     gg = torch.cuda.CUDAGraph()
@@ -598,6 +657,7 @@ def measure(model: DecodeModel, batch: int, ctx: int, steps: int = 64, eager_ste
     del g, gg
     floor = step_bytes(cfg, model.fmt, batch, ctx)
     return {"format": model.fmt, "label": model.format.label, "layers": cfg.n_layers, "batch": batch, "ctx": ctx,
+            "pdl": model.pdl, "us_graph_nopdl": us_nopdl,
             "us_graph": us_graph, "us_eager": us_eager, "us_gemm": us_gemm, "tok_s": batch * 1e6 / us_graph,
             "tok_s_eager": batch * 1e6 / us_eager, "step_bytes": floor, "step_flops": step_flops(cfg, batch, ctx),
             "weight_gb": model.weight_bytes() / 1e9, "kv_gb_per_1k_ctx": batch * 1024 * cfg.n_layers * 2
@@ -613,10 +673,12 @@ KERNEL_KINDS = (("decode_attention", "attention"), ("add_rmsnorm", "add + RMSNor
 
 def kernel_breakdown(model: DecodeModel, batch: int, ctx: int, steps: int = 4) -> dict:
     """GPU time per step by kind of kernel (the linear layers, attention, add + RMSNorm, SiLU · up, the rest), in µs,
-    from the PyTorch profiler over `steps` replays of the step's CUDA graph: kernel durations only, no gaps."""
+    from the PyTorch profiler over `steps` replays of the step's CUDA graph: kernel durations only, no gaps. Captured
+    without PDL: a kernel launched early would count the time it waits for the one before it."""
     from torch.profiler import ProfilerActivity, profile
     model.cache.normal_()
-    g = DecodeGraph(model, batch)
+    with model.without_pdl():
+        g = DecodeGraph(model, batch)
     g.tokens.random_(0, model.cfg.vocab)
     g.pos.fill_(ctx)
     g.replay()
@@ -642,7 +704,8 @@ def run_benchmark(cfg: Config, formats=tuple(FORMATS), batches=(1, 4, 16), ctx: 
                   accuracy: bool = True, solution: bool | None = None, seed: int = 0, log=print):
     """Every format on the same random weights in one run: `measure` and `kernel_breakdown` at each batch size, and
     (accuracy) the logits of 2 sequences × 32 teacher-forced tokens against the FP16 model and against the FP16
-    model of the format's own dequantized weights. Returns (speed rows, accuracy rows)."""
+    model of the format's own dequantized weights, and (with PDL) against the same model without PDL, which must
+    give the same bits. Returns (speed rows, accuracy rows)."""
     import gc
     from . import roofline
     w = random_weights(cfg, seed=seed)
@@ -659,12 +722,23 @@ def run_benchmark(cfg: Config, formats=tuple(FORMATS), batches=(1, 4, 16), ctx: 
             r["pct_floor"] = 100 * r["floor_us"] / r["us_graph"]
             base = next(x for x in rows + [r] if x["format"] == "fp16" and x["batch"] == b)
             r["speedup_vs_fp16"] = base["us_graph"] / r["us_graph"]
+            r["speedup_vs_fp16_nopdl"] = (base["us_graph_nopdl"] / r["us_graph_nopdl"]
+                                          if r["us_graph_nopdl"] and base["us_graph_nopdl"] else None)
             rows.append(r)
             log(f"{r['label']:<20} B={b:<3} {r['tok_s']:8.1f} tok/s ({r['us_graph']:7.1f} µs/step, "
-                f"{r['speedup_vs_fp16']:.2f}× FP16, {r['pct_floor']:.0f}% of the floor) | eager {r['us_eager']:8.1f} µs "
+                f"{r['speedup_vs_fp16']:.2f}× FP16, {r['pct_floor']:.0f}% of the floor"
+                + (f"; no PDL {r['us_graph_nopdl']:7.1f} µs" if r["us_graph_nopdl"] else "")
+                + f") | eager {r['us_eager']:8.1f} µs "
                 f"| GEMMs alone {r['us_gemm']:7.1f} µs | weights {r['weight_gb']:.2f} GB")
         if accuracy:
             logits = teacher_forced_logits(model, tokens)
+            if model.pdl:  # launched with PDL, every kernel must still see what the one before it wrote: same bits
+                with model.without_pdl():
+                    same = torch.equal(logits, teacher_forced_logits(model, tokens))
+                for r in rows:
+                    if r["format"] == fmt:
+                        r["pdl_identical"] = same
+                log(f"{'':<20} logits with PDL {'identical to' if same else 'DIFFERENT FROM'} those without")
             if fmt == "fp16":
                 ref = logits
             else:

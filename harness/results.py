@@ -47,7 +47,9 @@ def record(lesson: int | str, section: str, rows: list[dict], **extra) -> Path:
 
 
 def load(lesson: int | str, section: str | None = None, *, prefer_local: bool = True):
-    """Results of a lesson: your own run's if there is one (prefer_local), else the recorded ones."""
+    """Results of a lesson: your own run's if there is one (prefer_local), else the recorded ones. A recording run
+    (COURSE_RECORD=1) shows what it records, never an older local result."""
+    prefer_local = prefer_local and _dir() != RECORDED
     for d in ([LOCAL, RECORDED] if prefer_local else [RECORDED]):
         f = _file(lesson, d)
         if f.exists():
@@ -350,18 +352,24 @@ def decode_markdown(prefer_local: bool = False) -> str:
     """Lesson 11: tokens per second of the Llama-shaped decode step per weight format and batch, against FP16."""
     sec = load(11, "decode", prefer_local=prefer_local)
     rows = sec["rows"]
-    out = ["| format | batch | tok/s (CUDA graph) | µs / step | vs FP16 | % of floor | GEMMs alone, µs | "
+    pdl = any(r.get("us_graph_nopdl") for r in rows)
+    out = ["| format | batch | tok/s (CUDA graph) | µs / step | vs FP16 | % of floor | "
+           + ("µs / step without PDL (vs FP16) | " if pdl else "") + "GEMMs alone, µs | "
            "the rest, µs | eager (Python launches), tok/s | weights, GB |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "|---|---:|---:|---:|---:|---:|" + ("---:|" if pdl else "") + "---:|---:|---:|---:|"]
     for r in rows:
+        nopdl = (f"{r['us_graph_nopdl']:,.0f} ({r['speedup_vs_fp16_nopdl']:.2f}×) | " if r.get("us_graph_nopdl")
+                 else "– | ") if pdl else ""
         out.append(f"| {r['label']} | {r['batch']} | {r['tok_s']:,.1f} | {r['us_graph']:,.0f} | "
-                   f"{r['speedup_vs_fp16']:.2f}× | {r['pct_floor']:.0f}% | {r['us_gemm']:,.0f} | "
+                   f"{r['speedup_vs_fp16']:.2f}× | {r['pct_floor']:.0f}% | {nopdl}{r['us_gemm']:,.0f} | "
                    f"{r['us_graph'] - r['us_gemm']:,.0f} | {r['tok_s_eager']:,.1f} | {r['weight_gb']:.2f} |")
     c = sec.get("config", {})
     out.append(f"\n{c.get('n_layers', '?')} layers of Llama-3-8B's shape (hidden {c.get('hidden')}, MLP "
                f"{c.get('intermediate')}, {c.get('n_heads')}/{c.get('n_kv_heads')} heads, vocabulary {c.get('vocab')}), "
                f"random weights, {rows[0]['ctx']} cached positions per sequence, greedy decoding. Floor: the step's "
-               f"bytes (weights in the format, KV cache) at the measured copy bandwidth. Measured on {env_line(sec)}.")
+               f"bytes (weights in the format, KV cache) at the measured copy bandwidth. "
+               + ("The course's kernels launch with programmatic dependent launch (lesson 11, section 4b); cuBLAS's "
+                  "do not. " if pdl else "") + f"Measured on {env_line(sec)}.")
     return "\n".join(out)
 
 

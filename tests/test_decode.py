@@ -130,6 +130,13 @@ def test_ops_reject_bad_input():
     assert silu(torch.zeros(2, 32, dtype=torch.float16)).shape == (2, 16)
 
 
+def test_pdl_only_where_the_gpu_has_it():
+    w = decode.random_weights(TINY, seed=3, device="cpu", dtype=torch.float64)
+    assert not decode.DecodeModel(TINY, w).pdl  # PyTorch's ops on the CPU: nothing to launch
+    with pytest.raises(ValueError, match="compute capability 9.0"):
+        decode.DecodeModel(TINY, w, pdl=True)
+
+
 def test_config_rejects_shapes_the_kernels_cannot_run():
     with pytest.raises(ValueError, match="head_dim must be 128"):
         decode.Config(head_dim=64)
@@ -179,6 +186,23 @@ def test_cuda_ops_and_graph_equal_pytorch_ops():
     graph = decode.teacher_forced_logits(model, tokens, graph=True)
     assert decode.compare_logits(eager, ref)["rel_err"] < 5e-3
     assert decode.compare_logits(graph, eager)["rel_err"] < 1e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", list(decode.FORMATS))
+def test_pdl_changes_nothing_but_time(fmt):
+    """Every kernel launched with PDL waits for the one before it before touching its outputs: a missing or late
+    pdl_wait() reads stale activations, which a graph of 2 layers × 20 steps shows as different logits."""
+    if not decode.pdl_supported():
+        pytest.skip("programmatic dependent launch needs compute capability 9.0 or newer")
+    w = decode.random_weights(SMALL, seed=13)
+    tokens = torch.randint(0, SMALL.vocab, (3, 20), device="cuda", generator=torch.Generator("cuda").manual_seed(14))
+    model = _cuda_model(SMALL, fmt, w, max_batch=3, max_seq=32)
+    assert model.pdl
+    graph, eager = (decode.teacher_forced_logits(model, tokens, graph=g) for g in (True, False))
+    model.pdl = False
+    assert torch.equal(graph, decode.teacher_forced_logits(model, tokens, graph=True))
+    assert torch.equal(eager, decode.teacher_forced_logits(model, tokens, graph=False))
 
 
 @pytest.mark.gpu

@@ -23,7 +23,11 @@ def test_record_and_load_round_trip(tmp_path, monkeypatch):
     results.record(7, "other", rows)
     assert set(results.load(7)["sections"]) == {"bench", "other"}
     monkeypatch.setenv("COURSE_RECORD", "1")
-    assert results.record(7, "bench", rows).parent == tmp_path / "rec"
+    assert results.record(7, "bench", [dict(rows[0], us=2.0)]).parent == tmp_path / "rec"
+    # a recording run shows what it recorded, not the older local result (the local file still says 1.0 µs)
+    assert results.load(7, "bench")["rows"][0]["us"] == 2.0
+    monkeypatch.delenv("COURSE_RECORD")
+    assert results.load(7, "bench")["rows"][0]["us"] == 1.0
     with pytest.raises(FileNotFoundError, match="lesson 08"):
         results.load(8, "bench")
 

@@ -26,6 +26,33 @@
 
 #define EXPORT extern "C"  // the harness binds every EXPORT launcher to Python
 
+// Programmatic dependent launch (PDL, sm_90+; lesson 11). Off unless set_pdl(1): the decode step turns it on. A
+// kernel launched with it may start while the kernel before it in the stream still runs, so before pdl_wait(),
+// which returns once that kernel has finished and its writes are visible, it reads only a layer's constants
+// (weights, scales, codebook) and writes nothing.
+// pdl_trigger() lets the next kernel start once every block of this one has started. Launched without the
+// attribute, both are no-ops; kernels that do not call pdl_wait() are never launched with it.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+static bool g_pdl = false;
+EXPORT void set_pdl(int on) { g_pdl = on != 0; }
+template <typename... P, typename... A>
+static void launch_pdl(void (*kernel)(P...), dim3 grid, int threads, size_t smem, cudaStream_t stream, A... args) {
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    const cudaLaunchConfig_t cfg = {grid, dim3(threads), smem, stream, &attr, g_pdl ? 1u : 0u};
+    cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
 #ifndef GEMV_WARPS
 #define GEMV_WARPS 8  // warps per block, splitting K
 #endif
@@ -60,6 +87,7 @@ __device__ __forceinline__ void dequant16(const int4 v, __half2 s, uint32_t (&w)
 #endif
 // A weight is read once: skip L1, and ask L2 to fetch the surrounding 256 bytes of the row (the
 // neighbouring lanes' and warps' pieces), so DRAM sees long bursts.
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 __device__ __forceinline__ int4 load_stream(const void* p) {
     int4 v;
 #if GEMV_L2_PREFETCH == 256
@@ -125,7 +153,8 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
 template <class WF, int R>  // R: n8 tiles per block, which computes 16 tokens × 8·R outputs
 __global__ void __launch_bounds__(THREADS, GEMV_MIN_BLOCKS)
 gemv_kernel(const __half* __restrict__ x, const typename WF::T* __restrict__ W, const __half* __restrict__ scales,
-            __half* __restrict__ y, int M, int N, int K) {
+            __half* __restrict__ y, int M, int N, int K, bool pdl) {
+    pdl_trigger();
     __shared__ float red[WARPS][R][32][4];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int n0 = blockIdx.x * 8 * R, m0 = blockIdx.y * 16;
@@ -143,6 +172,14 @@ gemv_kernel(const __half* __restrict__ x, const typename WF::T* __restrict__ W, 
     }
     float acc[R][4] = {};
     const int kblocks = K / KB;
+    // x comes from the previous kernel. Under PDL the first step's weights are asked of L2 before waiting for it
+    // (a prefetch holds no register: loading them here would cost this kernel a block per SM at R = 2).
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            if (pdl && warp + u * WARPS < kblocks) prefetch_l2(wrow[r] + (size_t)(warp + u * WARPS) * KB);
+    pdl_wait();
     for (int kb0 = warp; kb0 < kblocks; kb0 += WARPS * U) {
         int4 wv[U][R][WF::LOADS], xv[U][2][XL];
 #pragma unroll
@@ -197,13 +234,10 @@ static void launch_gemv(const __half* x, const typename WF::T* W, const __half* 
     // flight against more blocks (the sweep in NOTES.md: N = 8192 prefers 32, N = 4096 prefers 16).
     static int sms = 0;
     if (!sms) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-    if ((N + 31) / 32 >= sms) {
-        const dim3 grid((N + 31) / 32, (M + 15) / 16);
-        gemv_kernel<WF, 4><<<grid, THREADS, 0, stream>>>(x, W, scales, y, M, N, K);
-    } else {
-        const dim3 grid((N + 15) / 16, (M + 15) / 16);
-        gemv_kernel<WF, 2><<<grid, THREADS, 0, stream>>>(x, W, scales, y, M, N, K);
-    }
+    if ((N + 31) / 32 >= sms)
+        launch_pdl(gemv_kernel<WF, 4>, dim3((N + 31) / 32, (M + 15) / 16), THREADS, 0, stream, x, W, scales, y, M, N, K, g_pdl);
+    else
+        launch_pdl(gemv_kernel<WF, 2>, dim3((N + 15) / 16, (M + 15) / 16), THREADS, 0, stream, x, W, scales, y, M, N, K, g_pdl);
 }
 
 // Dequantize: W[n, k] = q[n, k] · scale[n, k / 128], 16 weights per thread (16 bytes in, 32 bytes out).

@@ -18,6 +18,33 @@
 
 #define EXPORT extern "C"  // the harness binds every EXPORT launcher to Python
 
+// Programmatic dependent launch (PDL, sm_90+; lesson 11). Off unless set_pdl(1): the decode step turns it on. A
+// kernel launched with it may start while the kernel before it in the stream still runs, so before pdl_wait(),
+// which returns once that kernel has finished and its writes are visible, it reads only a layer's constants
+// (weights, scales, codebook) and writes nothing.
+// pdl_trigger() lets the next kernel start once every block of this one has started. Launched without the
+// attribute, both are no-ops; kernels that do not call pdl_wait() are never launched with it.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+static bool g_pdl = false;
+EXPORT void set_pdl(int on) { g_pdl = on != 0; }
+template <typename... P, typename... A>
+static void launch_pdl(void (*kernel)(P...), dim3 grid, int threads, size_t smem, cudaStream_t stream, A... args) {
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    const cudaLaunchConfig_t cfg = {grid, dim3(threads), smem, stream, &attr, g_pdl ? 1u : 0u};
+    cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
 #ifndef GEMV_WARPS
 #define GEMV_WARPS 8  // warps per block, splitting K
 #endif
@@ -163,6 +190,7 @@ template <bool SYM, int R, int NT>
 __global__ void __launch_bounds__(THREADS, GEMV_MIN_BLOCKS)
 gemv_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const __half* __restrict__ scales,
             const uint8_t* __restrict__ zeros, __half* __restrict__ y, int M, int N, int K) {
+    pdl_trigger();
     __shared__ float red[WARPS][R][NT][32][4];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int n0 = blockIdx.x * 16 * R, m0 = blockIdx.y * 8 * NT, groups = K / GROUP;
@@ -194,6 +222,7 @@ gemv_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const 
 #pragma unroll
             for (int h = 0; h < 2; ++h)
                 if (warp + p * WARPS < groups) wv[p][r][h] = load_stream(wrow[r][h] + (size_t)(warp + p * WARPS) * (KB / 8));
+    pdl_wait();  // x comes from the previous kernel; the ring's first weights are already on their way
     // Unrolled by the ring's length, so that the ring's moves at the end become register renames.
 #pragma unroll RING_UNROLL
     for (int kb = warp; kb < groups; kb += WARPS) {
@@ -262,8 +291,8 @@ gemv_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const 
 template <bool SYM, int R>
 static void launch_gemv_r(const __half* x, const int32_t* Wq, const __half* scales, const uint8_t* zeros, __half* y,
                           int M, int N, int K, cudaStream_t stream) {
-    if (M <= 8) gemv_kernel<SYM, R, 1><<<dim3((N + 16 * R - 1) / (16 * R), 1), THREADS, 0, stream>>>(x, Wq, scales, zeros, y, M, N, K);
-    else gemv_kernel<SYM, R, 2><<<dim3((N + 16 * R - 1) / (16 * R), (M + 15) / 16), THREADS, 0, stream>>>(x, Wq, scales, zeros, y, M, N, K);
+    if (M <= 8) launch_pdl(gemv_kernel<SYM, R, 1>, dim3((N + 16 * R - 1) / (16 * R), 1), THREADS, 0, stream, x, Wq, scales, zeros, y, M, N, K);
+    else launch_pdl(gemv_kernel<SYM, R, 2>, dim3((N + 16 * R - 1) / (16 * R), (M + 15) / 16), THREADS, 0, stream, x, Wq, scales, zeros, y, M, N, K);
 }
 
 template <bool SYM>

@@ -18,6 +18,33 @@
 
 #define EXPORT extern "C"  // the harness binds every EXPORT launcher to Python
 
+// Programmatic dependent launch (PDL, sm_90+; lesson 11). Off unless set_pdl(1): the decode step turns it on. A
+// kernel launched with it may start while the kernel before it in the stream still runs, so before pdl_wait(),
+// which returns once that kernel has finished and its writes are visible, it reads only a layer's constants
+// (weights, scales, codebook) and writes nothing.
+// pdl_trigger() lets the next kernel start once every block of this one has started. Launched without the
+// attribute, both are no-ops; kernels that do not call pdl_wait() are never launched with it.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+static bool g_pdl = false;
+EXPORT void set_pdl(int on) { g_pdl = on != 0; }
+template <typename... P, typename... A>
+static void launch_pdl(void (*kernel)(P...), dim3 grid, int threads, size_t smem, cudaStream_t stream, A... args) {
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    const cudaLaunchConfig_t cfg = {grid, dim3(threads), smem, stream, &attr, g_pdl ? 1u : 0u};
+    cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
 constexpr int BLOCK = 64, THREADS = 256;
 
 // Lookups: how each version turns a 4-bit index into its codebook value.
@@ -233,6 +260,7 @@ template <int R, int NT>
 __global__ void __launch_bounds__(NTHREADS, R * NT == 4 ? 1 : NF4_MIN_BLOCKS)  // the 32 × 16 tile: no spills
 gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, const float* __restrict__ absmax,
                 const float* __restrict__ cb, __half* __restrict__ y, int M, int N, int K) {
+    pdl_trigger();
     __shared__ uint32_t table[256];
     build_pairs(table, cb);
 #if NF4_SPREAD
@@ -274,6 +302,7 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
 #pragma unroll
             for (int q = 0; q < 2; ++q)
                 if (warp < items) wv[0][r][h][q] = load_stream8(wrow[r][h] + warp * 64 + 32 * q);
+    pdl_wait();  // x comes from the previous kernel; the table is built and the first weights are on their way
 #pragma unroll 2
     for (int it = warp; it < items; it += NWARPS) {
         const int ahead = it + NWARPS;
@@ -345,8 +374,8 @@ static void launch_nf4(const __half* x, const uint8_t* Wq, const float* absmax, 
         cudaFuncSetAttribute(gemv_nf4_kernel<R, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
         configured = true;
     }
-    gemv_nf4_kernel<R, NT><<<dim3((N + 16 * R - 1) / (16 * R), (M + 8 * NT - 1) / (8 * NT)), NTHREADS, SMEM, stream>>>(
-        x, Wq, absmax, cb, y, M, N, K);
+    launch_pdl(gemv_nf4_kernel<R, NT>, dim3((N + 16 * R - 1) / (16 * R), (M + 8 * NT - 1) / (8 * NT)), NTHREADS, SMEM,
+               stream, x, Wq, absmax, cb, y, M, N, K);
 }
 
 static bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

@@ -17,6 +17,33 @@
 
 #define EXPORT extern "C"  // the harness binds every EXPORT launcher to Python
 
+// Programmatic dependent launch (PDL, sm_90+; lesson 11). Off unless set_pdl(1): the decode step turns it on. A
+// kernel launched with it may start while the kernel before it in the stream still runs, so before pdl_wait(),
+// which returns once that kernel has finished and its writes are visible, it reads only a layer's constants
+// (weights, scales, codebook) and writes nothing.
+// pdl_trigger() lets the next kernel start once every block of this one has started. Launched without the
+// attribute, both are no-ops; kernels that do not call pdl_wait() are never launched with it.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+static bool g_pdl = false;
+EXPORT void set_pdl(int on) { g_pdl = on != 0; }
+template <typename... P, typename... A>
+static void launch_pdl(void (*kernel)(P...), dim3 grid, int threads, size_t smem, cudaStream_t stream, A... args) {
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    const cudaLaunchConfig_t cfg = {grid, dim3(threads), smem, stream, &attr, g_pdl ? 1u : 0u};
+    cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
 #ifndef TILE_STAGES
 #define TILE_STAGES 4  // cp.async ring depth of the pipelined steps (the 128-token tile: 3, for shared memory)
 #endif
@@ -168,6 +195,7 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
     using C = Cfg<MODE, BM, WM, STAGES>;
     constexpr int MT = C::MT, NT = C::NT;
     extern __shared__ __align__(128) uint8_t smem[];
+    pdl_trigger();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int wm0 = (warp / C::TWN) * (BM / WM), wn0 = (warp % C::TWN) * (16 * MT);
     const int n0 = blockIdx.x * TBN, m0 = blockIdx.y * BM, groups = K / GROUP, splits = gridDim.z;
@@ -206,11 +234,13 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
     const bool sok = n0 + (int)threadIdx.x * 8 < npad;  // threads 0-15: 8 of the block's 128 scales each
     const __half* ssrc = scales + (sok ? n0 + threadIdx.x * 8 : 0);
 
-    auto load_tile = [&](int kt, uint32_t stage) {
+    auto load_x = [&](int kt, uint32_t stage) {
 #pragma unroll
         for (int j = 0; j < XN; ++j)
             if (BM * 16 % THREADS == 0 || threadIdx.x + j * THREADS < BM * 16)
                 cp_async16(stage + xdst[j], xsrc[j] + kt * GROUP, xok[j]);
+    };
+    auto load_w = [&](int kt, uint32_t stage) {  // the weights and their scales: no kernel writes them
 #pragma unroll
         for (int j = 0; j < WN; ++j)
             cp_async16(stage + C::X_BYTES + (threadIdx.x + j * THREADS) * 16,
@@ -218,6 +248,7 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
         if (MODE == FRAGMENTS && threadIdx.x < TBN / 8)
             cp_async16(stage + C::X_BYTES + C::W_BYTES + threadIdx.x * 16, ssrc + (size_t)kt * npad, sok);
     };
+    auto load_tile = [&](int kt, uint32_t stage) { load_x(kt, stage), load_w(kt, stage); };
 
     // The lane's shared-memory reads, relative to a stage: x's ldmatrix rows for the four k32 steps (the
     // swizzle depends on lane % 8 only, since the warp's token rows start at a multiple of 8), its 16-byte
@@ -230,13 +261,21 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
     float acc[MT][NT][4] = {};
     uint32_t rd = sbase, wr = sbase;  // the stage to compute from, the stage to load into
     auto next = [&](uint32_t s) { return s + C::STAGE == sbase + STAGES * C::STAGE ? sbase : s + C::STAGE; };
+    // The ring's first tiles: their weights before pdl_wait() (under PDL they stream in while the previous kernel
+    // finishes), x after it. Commit groups stay one per tile: group 0 also holds the later tiles' weights.
     if (STAGES > 1) {
 #pragma unroll
-        for (int s = 0; s < STAGES - 1; ++s) {
-            if (s < nk) load_tile(kt_begin + s, wr);
+        for (int s = 0; s < STAGES - 1; ++s, wr = next(wr))
+            if (s < nk) load_w(kt_begin + s, wr);
+        pdl_wait();
+        uint32_t st = sbase;
+#pragma unroll
+        for (int s = 0; s < STAGES - 1; ++s, st = next(st)) {
+            if (s < nk) load_x(kt_begin + s, st);
             cp_async_commit();
-            wr = next(wr);
         }
+    } else {
+        pdl_wait();
     }
     for (int i = 0; i < nk; ++i) {
         const int kt = kt_begin + i;
@@ -411,10 +450,13 @@ static void launch_cfg(const __half* x, const int32_t* Wq, const __half* scales,
                        bool split, cudaStream_t stream) {
     using C = Cfg<MODE, BM, WM, STAGES>;
     auto kernel = w4a16_kernel<MODE, BM, WM, STAGES>;
-    static int sms = 0, per_sm = 0;
+    static int sms = 0, per_sm = 0, pdl_smem = 0;
     if (!sms) {
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
+        int sm_smem = 0;
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+        cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0);
+        pdl_smem = sm_smem / 3 + 1 > C::SMEM ? sm_smem / 3 + 1 : C::SMEM;
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, pdl_smem);
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, THREADS, C::SMEM);
         per_sm = per_sm < 1 ? 1 : per_sm;
     }
@@ -430,7 +472,12 @@ static void launch_cfg(const __half* x, const int32_t* Wq, const __half* scales,
             if (cost(s) < cost(splits)) splits = s;
         if (splits > 1 && !reserve_split((size_t)ntiles * splits * BM * TBN * sizeof(float), ntiles, stream)) splits = 1;
     }
-    kernel<<<dim3(tiles.x, tiles.y, splits), THREADS, C::SMEM, stream>>>(x, Wq, scales, y, M, N, K, g_ws, g_counters);
+    // Under PDL the blocks start while the kernel before still holds part of each SM, and up to 5 of them (M ≤ 16)
+    // would crowd onto the SMs with room; the memory-bound kernel then waits on its most crowded SMs. Asking for a
+    // third of an SM's shared memory keeps them at two per SM, as the split counts (lesson 11 at batch 1: 2,820 µs a
+    // step with PDL and without this, 2,211 with it, 2,540 without PDL; NOTES.md).
+    launch_pdl(kernel, dim3(tiles.x, tiles.y, splits), THREADS, g_pdl ? pdl_smem : C::SMEM, stream, x, Wq, scales, y,
+               M, N, K, g_ws, g_counters);
 }
 
 // Tile by M: 8 warps side by side along N up to 32 tokens; past that 4 × 2 warps of 32 outputs each.

@@ -18,6 +18,33 @@
 
 #define EXPORT extern "C"  // the harness binds every EXPORT launcher to Python
 
+// Programmatic dependent launch (PDL, sm_90+; lesson 11). Off unless set_pdl(1): the decode step turns it on. A
+// kernel launched with it may start while the kernel before it in the stream still runs, so before pdl_wait(),
+// which returns once that kernel has finished and its writes are visible, it reads only a layer's constants
+// (weights, scales, codebook) and writes nothing.
+// pdl_trigger() lets the next kernel start once every block of this one has started. Launched without the
+// attribute, both are no-ops; kernels that do not call pdl_wait() are never launched with it.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+static bool g_pdl = false;
+EXPORT void set_pdl(int on) { g_pdl = on != 0; }
+template <typename... P, typename... A>
+static void launch_pdl(void (*kernel)(P...), dim3 grid, int threads, size_t smem, cudaStream_t stream, A... args) {
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    const cudaLaunchConfig_t cfg = {grid, dim3(threads), smem, stream, &attr, g_pdl ? 1u : 0u};
+    cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
 constexpr int HD = 128;        // head dimension: a warp holds one head, 4 values per lane (one 8-byte load)
 constexpr int ATT_WARPS = 8;   // warps per (sequence, q head): each takes every 8th cached position
 constexpr int ATT_UNROLL = 4;  // cached positions a warp loads before it computes on them (loads in flight)
@@ -53,6 +80,8 @@ constexpr int NORM_THREADS = 256;
 __global__ void __launch_bounds__(NORM_THREADS) add_rmsnorm_kernel(const __half* h, const __half* delta,
                                                                     const __half* w, __half* out, int M, int H,
                                                                     float eps) {
+    pdl_trigger();
+    pdl_wait();  // h and delta come from the kernels before (nothing here is worth loading earlier)
     const int row = blockIdx.x;
     const __half* hr = h + (size_t)row * H;
     const __half* dr = delta + (size_t)row * H;
@@ -179,6 +208,8 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) decode_attention_kernel(
         const __half* __restrict__ qkv, __half* __restrict__ k_cache, __half* __restrict__ v_cache,
         const int* __restrict__ pos, const float* __restrict__ rope, __half* __restrict__ out, float* __restrict__ work,
         int* __restrict__ counters, int n_heads, int n_kv, int max_seq) {
+    pdl_trigger();
+    pdl_wait();  // qkv comes from the previous kernel
     const int h = blockIdx.x, b = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int group = n_heads / n_kv, kvh = h / group;
@@ -288,6 +319,8 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) decode_attention_kernel(
 // act[m, i] = silu(g) · u with g = gate_up[m, i], u = gate_up[m, I + i]; 8 elements per thread.
 
 __global__ void silu_mul_kernel(const __half* __restrict__ gu, __half* __restrict__ act, int M, int I) {
+    pdl_trigger();
+    pdl_wait();
     const int per_row = I / 8;
     for (int v = blockIdx.x * blockDim.x + threadIdx.x; v < M * per_row; v += gridDim.x * blockDim.x) {
         const int m = v / per_row, i = (v % per_row) * 8;
@@ -321,7 +354,7 @@ static bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 1
 EXPORT void add_rmsnorm(const __half* h, const __half* delta, const __half* w, __half* out, int M, int H, float eps,
                         cudaStream_t stream) {
     if (H % 8 || !aligned16(h) || !aligned16(delta) || !aligned16(w) || !aligned16(out) || M <= 0) return;
-    add_rmsnorm_kernel<<<M, NORM_THREADS, 0, stream>>>(h, delta, w, out, M, H, eps);
+    launch_pdl(add_rmsnorm_kernel, dim3(M), NORM_THREADS, 0, stream, h, delta, w, out, M, H, eps);
 }
 
 // splits > 1 needs work (fp32, B · n_heads · splits · 130) and counters (int32, B · n_heads, zero before the first
@@ -330,8 +363,8 @@ EXPORT void decode_attention(const __half* qkv, __half* k_cache, __half* v_cache
                              __half* out, float* work, int* counters, int B, int n_heads, int n_kv, int max_seq,
                              int splits, cudaStream_t stream) {
     if (B <= 0 || n_kv <= 0 || n_heads % n_kv || splits < 1 || splits > MAX_SPLITS) return;
-    decode_attention_kernel<<<dim3(n_heads, B, splits), ATT_WARPS * 32, 0, stream>>>(
-        qkv, k_cache, v_cache, pos, rope, out, work, counters, n_heads, n_kv, max_seq);
+    launch_pdl(decode_attention_kernel, dim3(n_heads, B, splits), ATT_WARPS * 32, 0, stream, qkv, k_cache, v_cache, pos,
+               rope, out, work, counters, n_heads, n_kv, max_seq);
 }
 
 EXPORT void silu_mul(const __half* gate_up, __half* act, int M, int I, cudaStream_t stream) {
@@ -339,5 +372,5 @@ EXPORT void silu_mul(const __half* gate_up, __half* act, int M, int I, cudaStrea
     static int sms = 0;
     if (!sms) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
     const int vecs = M * (I / 8), want = (vecs + 255) / 256;
-    silu_mul_kernel<<<want < sms * 8 ? want : sms * 8, 256, 0, stream>>>(gate_up, act, M, I);
+    launch_pdl(silu_mul_kernel, dim3(want < sms * 8 ? want : sms * 8), 256, 0, stream, gate_up, act, M, I);
 }
