@@ -822,7 +822,8 @@ class DecodeAttention:
     sequence's new position), rope fp32 [≥ max_seq, 64, 2]. Writes the roped k and v at pos into the caches and
     returns out fp16 [B, n_heads·128], the attention of the roped q over positions 0 … pos.
     A shape is (B, ctx, n_heads, n_kv): positions are drawn below ctx (the first sequence's is ctx − 1).
-    The keys of a sequence are split over `splits` blocks (enough to give the GPU two blocks per SM, at most 16);
+    A block serves the q heads of one kv head (up to 8) from one read of its cache rows. The keys of a sequence are
+    split over `splits` blocks (enough to give the GPU two blocks per SM, at most 16);
     their partial results go through a workspace that the bound op keeps (it only grows, and old ones are kept
     alive, so a CUDA graph that captured one stays valid).
     Launchers: `fn(qkv, k_cache, v_cache, pos, rope, out, work, counters, B, n_heads, n_kv, max_seq, splits)`."""
@@ -833,7 +834,7 @@ class DecodeAttention:
     in_dtype: torch.dtype = torch.float16
     out_dtype: torch.dtype = torch.float16
     check_shapes: tuple = ((1, 1, 1, 1), (1, 37, 4, 1), (3, 200, 8, 2), (2, 513, 32, 8), (5, 1000, 6, 3),
-                           (16, 64, 32, 8), (1, 4097, 32, 8), (4, 33, 2, 2))
+                           (16, 64, 32, 8), (1, 4097, 32, 8), (4, 33, 2, 2), (4, 1000, 32, 8))  # the last: grouped
 
     def describe(self, shape):
         B, ctx, nh, nkv = shape
@@ -871,10 +872,22 @@ class DecodeAttention:
 
     max_splits: int = 16
 
-    def splits(self, B, n_heads, max_seq, sms):
-        """Blocks per (sequence, head): two blocks per SM in all, each with at least 64 positions to read."""
-        want = -(-2 * sms // max(B * n_heads, 1))
-        return max(1, min(want, self.max_splits, -(-max_seq // 64)))
+    group_min_bytes: int = 12 << 20
+
+    def heads_per_block(self, B, n_heads, n_kv, max_seq):
+        """q heads a block of the kernel serves from one read of their kv head, as decode_ops.cu decides: up to 8 of
+        a group once the caches hold group_min_bytes (12 MB), else one (the shorter latency where few bytes move)."""
+        group = n_heads // n_kv
+        if B * n_kv * max_seq * self.head_dim * 4 < self.group_min_bytes:
+            return 1
+        return next(g for g in (8, 4, 2, 1) if group % g == 0)
+
+    def splits(self, B, n_heads, n_kv, max_seq, sms):
+        """Blocks per (sequence, group of g q heads): two blocks per SM in all, each with at least 64 / g positions
+        (64 scores per block)."""
+        g = self.heads_per_block(B, n_heads, n_kv, max_seq)
+        want = -(-2 * sms // max(B * (n_heads // g), 1))
+        return max(1, min(want, self.max_splits, -(-max_seq * g // 64)))
 
     def bind(self, launcher, name=None):
         prob = self
@@ -917,7 +930,7 @@ class DecodeAttention:
             if B:
                 if splits is None:
                     sms = torch.cuda.get_device_properties(qkv.device).multi_processor_count if qkv.is_cuda else 1
-                    splits = prob.splits(B, nh, max_seq, sms)
+                    splits = prob.splits(B, nh, nkv, max_seq, sms)
                 if not 1 <= splits <= prob.max_splits:
                     raise ValueError(f"{n}: splits must be 1 … {prob.max_splits}, got {splits}")
                 work, counters = workspace(qkv.device, B, nh, splits)

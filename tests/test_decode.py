@@ -137,6 +137,18 @@ def test_pdl_only_where_the_gpu_has_it():
         decode.DecodeModel(TINY, w, pdl=True)
 
 
+def test_attention_groups_q_heads_once_the_caches_are_large():
+    """A block reads a kv head once for up to 8 of its q heads, from 12 MB of cache per call on (below it, one q head
+    per block has the shorter latency); the splits fill the GPU with such blocks."""
+    att = catalog.ATTENTION
+    big = 64 * 584  # 64 sequences of 584 positions in one: every group below is past 12 MB
+    assert [att.heads_per_block(1, nh, nkv, big) for nh, nkv in ((32, 8), (6, 3), (6, 2), (64, 2), (4, 4))] == [4, 2, 1, 8, 1]
+    assert att.heads_per_block(1, 32, 8, 584) == 1 and att.heads_per_block(16, 32, 8, 584) == 4  # 2.4 MB; 38 MB
+    assert att.splits(1, 32, 8, 584, 132) == 9  # 32 single-head blocks per split: ceil(264 / 32), ≥ 64 positions each
+    assert att.splits(16, 32, 8, 584, 132) == 3  # 128 groups: 3 splits, 384 blocks ≥ 2 per SM
+    assert att.splits(1, 32, 8, 4096, 132) == 16  # 16.8 MB: 8 groups, 16 splits (the most)
+
+
 def test_config_rejects_shapes_the_kernels_cannot_run():
     with pytest.raises(ValueError, match="head_dim must be 128"):
         decode.Config(head_dim=64)
@@ -150,10 +162,13 @@ def test_config_rejects_shapes_the_kernels_cannot_run():
 @pytest.mark.gpu
 @pytest.mark.parametrize("splits", [1, 3, 16])
 def test_attention_kernel_any_split(splits):
-    """The keys split over 1, 3 or 16 blocks (some of them empty at short contexts) give the same attention."""
+    """The keys split over 1, 3 or 16 blocks (some of them empty at short contexts) give the same attention, with one
+    q head per block (small caches) and with whole groups of q heads per block."""
     op = decode.cuda_ops(solution=True).attention
     res = check.check(catalog.ATTENTION, lambda *a, out=None: op(*a, out=out, splits=splits), name=f"splits={splits}",
-                      shapes=((1, 1, 1, 1), (1, 20, 4, 1), (3, 300, 8, 2), (2, 1500, 32, 8)))
+                      shapes=((1, 1, 1, 1), (1, 20, 4, 1), (3, 300, 8, 2), (2, 1500, 32, 8), (2, 90, 6, 2),
+                              # past 12 MB of cache: a block per group of 4, 8 and 2 q heads
+                              (4, 1000, 32, 8), (8, 2000, 16, 2), (5, 2000, 6, 3)))
     assert res.ok, str(res)
 
 

@@ -2,9 +2,9 @@
 // needs these three, and once the GEMMs read 4-bit weights their cost is no longer small beside them:
 //   add_rmsnorm       residual += delta, then RMSNorm of the new residual times its weight: both outputs in one pass;
 //   decode_attention  RoPE on the new token's q and k, the k and v appended to the KV cache, and attention of one
-//                     query per sequence over its cache (grouped-query: several q heads share a kv head), the keys
-//                     split over several blocks, with the position read from device memory so one CUDA graph
-//                     serves every step;
+//                     query per sequence over its cache (grouped-query: several q heads share a kv head, and a block
+//                     reads the kv head once for all of them), the keys split over several blocks, with the position
+//                     read from device memory so one CUDA graph serves every step;
 //   silu_mul          SwiGLU's act = silu(gate) · up, from the fused gate_up projection.
 // FP16 in and out, FP32 inside. Layouts (harness/decode.py builds them):
 //   qkv     [B, (n_heads + 2·n_kv)·128]: the q heads, then the k heads, then the v heads (one fused projection);
@@ -47,7 +47,15 @@ static void launch_pdl(void (*kernel)(P...), dim3 grid, int threads, size_t smem
 
 constexpr int HD = 128;        // head dimension: a warp holds one head, 4 values per lane (one 8-byte load)
 constexpr int ATT_WARPS = 8;   // warps per (sequence, q head): each takes every 8th cached position
-constexpr int ATT_UNROLL = 4;  // cached positions a warp loads before it computes on them (loads in flight)
+#ifndef ATT_UNROLL_N
+#define ATT_UNROLL_N 4
+#endif
+constexpr int ATT_UNROLL = ATT_UNROLL_N;  // cached positions a warp loads before it computes on them (loads in flight)
+// Grouping q heads saves bytes but gives each block G times the work per row it reads: below this many bytes of
+// cache per call (a few MB, read mostly from L2 by the q heads' blocks) one head per block has the shorter latency.
+#ifndef ATT_GROUP_MIN_BYTES
+#define ATT_GROUP_MIN_BYTES (12u << 20)
+#endif
 constexpr float LOG2E = 1.4426950408889634f;
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -127,13 +135,14 @@ __global__ void __launch_bounds__(NORM_THREADS) add_rmsnorm_kernel(const __half*
 }
 
 // ------------------------------------------------------------------------------------------------------------------
-// Decode attention. A block per (q head, sequence, split): the positions 0 … pos are cut into `splits` equal ranges,
-// so that even one sequence fills the GPU (32 heads alone would occupy 32 of 132 SMs; splitting the keys is
-// "flash-decoding"). In a block each of 8 warps walks every 8th position of its range with its own running
-// ("online") softmax, as FlashAttention does: a running max m, a running sum l of 2^(s − m), and the running
-// 2^(s − m)-weighted sum of v, rescaled whenever m grows. The warps' states are merged in shared memory; with several
-// splits each block stores its merged state and the last block of a (sequence, head) to finish merges them all.
-// Scores are in log2 units (q is pre-scaled by log2(e) / sqrt(128)), so every exponential is one exp2f.
+// Decode attention. A block per (group of q heads sharing a kv head, sequence, split): the positions 0 … pos are cut
+// into `splits` equal ranges, so that even one sequence fills the GPU (8 kv heads alone would occupy 8 of 132 SMs;
+// splitting the keys is "flash-decoding"). In a block each of 8 warps walks every 8th position of its range with its
+// own running ("online") softmax per q head, as FlashAttention does: a running max m, a running sum l of 2^(s − m),
+// and the running 2^(s − m)-weighted sum of v, rescaled whenever m grows. The warps' states are merged in shared
+// memory; with several splits each block stores its merged states and the last block of a (sequence, group) to
+// finish merges them all. Scores are in log2 units (q is pre-scaled by log2(e) / sqrt(128)), so every exponential is
+// one exp2f.
 
 struct SoftmaxState {
     float m, l, acc[4];  // running max, running Σ 2^(s − m), running Σ 2^(s − m) · v (this lane's 4 dimensions)
@@ -181,39 +190,47 @@ __device__ __forceinline__ void rope4(float (&x)[4], const float* cs, int lane) 
 constexpr int PART = HD + 2;     // a split's state in the workspace: m, l, then the 128 weighted sums
 constexpr int MAX_SPLITS = 16;  // splits of one (sequence, head): their states are merged in shared memory
 
+// G q heads of one kv head per block (grouped-query attention: Llama-3-8B's 32 q heads share 8 kv heads, G = 4): each
+// cached k and v row is loaded once and scored against the G queries, so a kv head's cache crosses L2 once, not G
+// times. Everything per head (query, softmax state, merge) is an array of G.
+template <int G>
 __global__ void __launch_bounds__(ATT_WARPS * 32) decode_attention_kernel(
         const __half* __restrict__ qkv, __half* __restrict__ k_cache, __half* __restrict__ v_cache,
         const int* __restrict__ pos, const float* __restrict__ rope, __half* __restrict__ out, float* __restrict__ work,
         int* __restrict__ counters, int n_heads, int n_kv, int max_seq) {
     pdl_trigger();
     pdl_wait();  // qkv comes from the previous kernel
-    const int h = blockIdx.x, b = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
+    const int h0 = blockIdx.x * G, b = blockIdx.y, split = blockIdx.z, splits = gridDim.z;  // q heads h0 … h0 + G − 1
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int group = n_heads / n_kv, kvh = h / group;
+    const int group = n_heads / n_kv, kvh = h0 / group;
     const int p = pos[b];
-    __half* o = out + ((size_t)b * n_heads + h) * HD;
+    __half* o = out + ((size_t)b * n_heads + h0) * HD;  // head h0 + g at o + g · HD
     if (p < 0 || p >= max_seq) {  // a position past the cache: say so with NaN rather than read or write out of bounds
-        if (split == 0 && threadIdx.x < HD) o[threadIdx.x] = __float2half(__int_as_float(0x7fc00000));
+        if (split == 0)
+            for (int d = threadIdx.x; d < G * HD; d += ATT_WARPS * 32) o[d] = __float2half(__int_as_float(0x7fc00000));
         return;
     }
     const __half* row = qkv + (size_t)b * (n_heads + 2 * n_kv) * HD;
-    float q[4], k[4], v[4];
-    load4(row + h * HD + 4 * lane, q);
+    float q[G][4], k[4], v[4];
+#pragma unroll
+    for (int g = 0; g < G; ++g) load4(row + (h0 + g) * HD + 4 * lane, q[g]);
     load4(row + (n_heads + kvh) * HD + 4 * lane, k);
     load4(row + (n_heads + n_kv + kvh) * HD + 4 * lane, v);
     const float* cs = rope + ((size_t)p * (HD / 2) + (4 * lane) % (HD / 2)) * 2;  // cos, sin of this lane's 4 dims
-    rope4(q, cs, lane);
+#pragma unroll
+    for (int g = 0; g < G; ++g) rope4(q[g], cs, lane);
     rope4(k, cs, lane);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-        q[j] *= LOG2E * rsqrtf((float)HD);
+#pragma unroll
+        for (int g = 0; g < G; ++g) q[g][j] *= LOG2E * rsqrtf((float)HD);
         k[j] = __half2float(__float2half(k[j]));  // the new k and v as the cache will hold them (FP16)
         v[j] = __half2float(__float2half(v[j]));
     }
     const size_t base = ((size_t)b * n_kv + kvh) * max_seq * HD + 4 * lane;
     const __half* kc = k_cache + base;
     const __half* vc = v_cache + base;
-    if (h % group == 0 && split == 0 && warp == 0) {  // one block per kv head appends; all others read rows < p only
+    if (h0 % group == 0 && split == 0 && warp == 0) {  // one block per kv head appends; all others read rows < p only
         store4(k_cache + base + (size_t)p * HD, k);
         store4(v_cache + base + (size_t)p * HD, v);
     }
@@ -221,12 +238,14 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) decode_attention_kernel(
     // This block's positions: [lo, hi) of 0 … p (the new token, at p, comes from registers).
     const int chunk = (p + splits) / splits, lo = split * chunk, hi = min(lo + chunk, p + 1);
     const int cached_hi = min(hi, p);
-    SoftmaxState st{-INFINITY, 0.f, {0.f, 0.f, 0.f, 0.f}};
+    SoftmaxState st[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) st[g] = {-INFINITY, 0.f, {0.f, 0.f, 0.f, 0.f}};
     // ATT_UNROLL positions per warp and iteration, all loads first (a warp's share of a split is often only a few
     // positions: loaded one after another, each would wait a full memory latency). Positions past the range are
     // loaded as zeros and not counted; the condition is the same for the whole warp.
     for (int t = lo + warp; t < cached_hi; t += ATT_UNROLL * ATT_WARPS) {
-        float kk[ATT_UNROLL][4], vv[ATT_UNROLL][4], s[ATT_UNROLL];
+        float kk[ATT_UNROLL][4], vv[ATT_UNROLL][4], s[G][ATT_UNROLL];
 #pragma unroll
         for (int u = 0; u < ATT_UNROLL; ++u) {
             if (t + u * ATT_WARPS < cached_hi) {
@@ -238,42 +257,54 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) decode_attention_kernel(
             }
         }
 #pragma unroll
+        for (int g = 0; g < G; ++g)
+#pragma unroll
+            for (int u = 0; u < ATT_UNROLL; ++u)
+                s[g][u] = q[g][0] * kk[u][0] + q[g][1] * kk[u][1] + q[g][2] * kk[u][2] + q[g][3] * kk[u][3];
+#pragma unroll
+        for (int o2 = 16; o2; o2 >>= 1)  // G · ATT_UNROLL independent reductions interleaved
+#pragma unroll
+            for (int g = 0; g < G; ++g)
+#pragma unroll
+                for (int u = 0; u < ATT_UNROLL; ++u) s[g][u] += __shfl_xor_sync(0xffffffffu, s[g][u], o2);
+#pragma unroll
         for (int u = 0; u < ATT_UNROLL; ++u)
-            s[u] = q[0] * kk[u][0] + q[1] * kk[u][1] + q[2] * kk[u][2] + q[3] * kk[u][3];
+            if (t + u * ATT_WARPS < cached_hi)
 #pragma unroll
-        for (int o2 = 16; o2; o2 >>= 1)  // ATT_UNROLL independent reductions interleaved
-#pragma unroll
-            for (int u = 0; u < ATT_UNROLL; ++u) s[u] += __shfl_xor_sync(0xffffffffu, s[u], o2);
-#pragma unroll
-        for (int u = 0; u < ATT_UNROLL; ++u)
-            if (t + u * ATT_WARPS < cached_hi) online_update(st, s[u], vv[u]);
+                for (int g = 0; g < G; ++g) online_update(st[g], s[g][u], vv[u]);
     }
     if (lo <= p && p < hi && warp == (p - lo) % ATT_WARPS)  // the new token: in this block's range, this warp's turn
-        online_update(st, warp_sum(q[0] * k[0] + q[1] * k[1] + q[2] * k[2] + q[3] * k[3]), v);
-
-    __shared__ float sm_m[ATT_WARPS], sm_l[ATT_WARPS], sm_acc[ATT_WARPS][HD];
-    __shared__ bool last;
-    if (lane == 0) sm_m[warp] = st.m, sm_l[warp] = st.l;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) sm_acc[warp][4 * lane + j] = st.acc[j];
+        for (int g = 0; g < G; ++g)
+            online_update(st[g], warp_sum(q[g][0] * k[0] + q[g][1] * k[1] + q[g][2] * k[2] + q[g][3] * k[3]), v);
+
+    __shared__ float sm_m[G][ATT_WARPS], sm_l[G][ATT_WARPS], sm_acc[G][ATT_WARPS][HD];
+    __shared__ bool last;
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        if (lane == 0) sm_m[g][warp] = st[g].m, sm_l[g][warp] = st[g].l;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) sm_acc[g][warp][4 * lane + j] = st[g].acc[j];
+    }
     __syncthreads();
-    const int d = threadIdx.x;
     if (splits == 1) {
-        if (d < HD) {
-            const Merged r = merge_states(sm_m, sm_l, 1, &sm_acc[0][d], HD, ATT_WARPS);
-            o[d] = __float2half(r.a / r.l);
+        for (int i = threadIdx.x; i < G * HD; i += ATT_WARPS * 32) {
+            const int g = i / HD, d = i % HD;
+            const Merged r = merge_states(sm_m[g], sm_l[g], 1, &sm_acc[g][0][d], HD, ATT_WARPS);
+            o[i] = __float2half(r.a / r.l);
         }
         return;
     }
-    // Several splits: store this block's state, and let the last block of the (sequence, head) merge them all.
-    const size_t bh = (size_t)b * n_heads + h;
-    float* mine = work + (bh * splits + split) * PART;
-    if (d < HD) {
-        const Merged r = merge_states(sm_m, sm_l, 1, &sm_acc[0][d], HD, ATT_WARPS);
+    // Several splits: store this block's states, and let the last block of the (sequence, q heads) merge them all.
+    const size_t bh = (size_t)b * n_heads + h0;  // head h0 + g's states at work + ((bh + g) · splits + split) · PART
+    for (int i = threadIdx.x; i < G * HD; i += ATT_WARPS * 32) {
+        const int g = i / HD, d = i % HD;
+        const Merged r = merge_states(sm_m[g], sm_l[g], 1, &sm_acc[g][0][d], HD, ATT_WARPS);
+        float* mine = work + ((bh + g) * splits + split) * PART;
         mine[2 + d] = r.a;
         if (d == 0) mine[0] = r.m, mine[1] = r.l;
     }
-    __threadfence();  // the state is visible to every block before the counter says so
+    __threadfence();  // the states are visible to every block before the counter says so
     __syncthreads();
     if (threadIdx.x == 0) {
         last = atomicAdd(counters + bh, 1) == splits - 1;
@@ -283,12 +314,16 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) decode_attention_kernel(
     if (!last) return;
     __threadfence();
     __shared__ float sm_split[MAX_SPLITS * PART];
-    for (int i = threadIdx.x; i < splits * PART; i += ATT_WARPS * 32)
-        sm_split[i] = __ldcg(work + bh * splits * PART + i);  // from L2: other blocks wrote these
-    __syncthreads();
-    if (d < HD) {
-        const Merged r = merge_states(sm_split, sm_split + 1, PART, sm_split + 2 + d, PART, splits);
-        o[d] = __float2half(r.a / r.l);
+    for (int g = 0; g < G; ++g) {  // one head at a time through shared memory
+        for (int i = threadIdx.x; i < splits * PART; i += ATT_WARPS * 32)
+            sm_split[i] = __ldcg(work + (bh + g) * splits * PART + i);  // from L2: other blocks wrote these
+        __syncthreads();
+        if (threadIdx.x < HD) {
+            const int d = threadIdx.x;
+            const Merged r = merge_states(sm_split, sm_split + 1, PART, sm_split + 2 + d, PART, splits);
+            o[g * HD + d] = __float2half(r.a / r.l);
+        }
+        __syncthreads();
     }
 }
 
@@ -338,8 +373,17 @@ EXPORT void decode_attention(const __half* qkv, __half* k_cache, __half* v_cache
                              __half* out, float* work, int* counters, int B, int n_heads, int n_kv, int max_seq,
                              int splits, cudaStream_t stream) {
     if (B <= 0 || n_kv <= 0 || n_heads % n_kv || splits < 1 || splits > MAX_SPLITS) return;
-    launch_pdl(decode_attention_kernel, dim3(n_heads, B, splits), ATT_WARPS * 32, 0, stream, qkv, k_cache, v_cache, pos,
-               rope, out, work, counters, n_heads, n_kv, max_seq);
+    const int group = n_heads / n_kv;
+    const size_t cache_bytes = (size_t)B * n_kv * max_seq * HD * 2 * sizeof(__half);
+    const int g = cache_bytes < ATT_GROUP_MIN_BYTES ? 1 : group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
+    auto go = [&](auto kernel) {
+        launch_pdl(kernel, dim3(n_heads / g, B, splits), ATT_WARPS * 32, 0, stream, qkv, k_cache, v_cache, pos, rope,
+                   out, work, counters, n_heads, n_kv, max_seq);
+    };
+    if (g == 8) go(decode_attention_kernel<8>);
+    else if (g == 4) go(decode_attention_kernel<4>);
+    else if (g == 2) go(decode_attention_kernel<2>);
+    else go(decode_attention_kernel<1>);
 }
 
 EXPORT void silu_mul(const __half* gate_up, __half* act, int M, int I, cudaStream_t stream) {
