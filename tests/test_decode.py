@@ -173,9 +173,10 @@ def test_attention_kernel_any_split(splits):
 
 
 @pytest.mark.gpu
-def test_attention_kernel_appends_to_the_cache():
+@pytest.mark.parametrize("shape", [(3, 50, 8, 2), (4, 1000, 32, 8)])  # one q head per block; a group of 4 per block
+def test_attention_kernel_appends_to_the_cache(shape):
     ops, ref_ops = decode.cuda_ops(solution=True), decode.torch_ops()
-    qkv, kc, vc, pos, rope = catalog.ATTENTION.make_inputs((3, 50, 8, 2), torch.Generator("cuda").manual_seed(7))
+    qkv, kc, vc, pos, rope = catalog.ATTENTION.make_inputs(shape, torch.Generator("cuda").manual_seed(7))
     kc2, vc2 = kc.clone(), vc.clone()
     ops.attention(qkv, kc, vc, pos, rope)
     ref_ops.attention(qkv, kc2, vc2, pos, rope)
