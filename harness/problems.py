@@ -822,8 +822,9 @@ class DecodeAttention:
     sequence's new position), rope fp32 [≥ max_seq, 64, 2]. Writes the roped k and v at pos into the caches and
     returns out fp16 [B, n_heads·128], the attention of the roped q over positions 0 … pos.
     A shape is (B, ctx, n_heads, n_kv): positions are drawn below ctx (the first sequence's is ctx − 1).
-    A block serves the q heads of one kv head (up to 8) from one read of its cache rows. The keys of a sequence are
-    split over `splits` blocks (enough to give the GPU two blocks per SM, at most 16);
+    From 12 MB of caches per call a block serves the q heads of one kv head (up to 8) from one read of its cache
+    rows, below that one q head (heads_per_block). The keys of a sequence are split over `splits` blocks (enough to
+    give the GPU two blocks per SM, at most 16);
     their partial results go through a workspace that the bound op keeps (it only grows, and old ones are kept
     alive, so a CUDA graph that captured one stays valid).
     Launchers: `fn(qkv, k_cache, v_cache, pos, rope, out, work, counters, B, n_heads, n_kv, max_seq, splits)`."""
