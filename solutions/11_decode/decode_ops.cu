@@ -51,8 +51,8 @@ constexpr int ATT_WARPS = 8;   // warps per (sequence, q head): each takes every
 #define ATT_UNROLL_N 4
 #endif
 constexpr int ATT_UNROLL = ATT_UNROLL_N;  // cached positions a warp loads before it computes on them (loads in flight)
-// Grouping q heads saves bytes but gives each block G times the work per row it reads: below this many bytes of
-// cache per call (a few MB, read mostly from L2 by the q heads' blocks) one head per block has the shorter latency.
+// Grouping q heads saves loads but gives each block G times the work per row it reads: below this many bytes of
+// cache per call, where the kernel is latency-bound, one head per block was faster on the H100 (NOTES.md).
 #ifndef ATT_GROUP_MIN_BYTES
 #define ATT_GROUP_MIN_BYTES (12u << 20)
 #endif
