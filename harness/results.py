@@ -109,7 +109,7 @@ def bench_markdown(lesson: int, section: str) -> str:
 
 def mma_peak_markdown(prefer_local: bool = False) -> str:
     """Lesson 04: what the tensor-core instructions can do alone (tools/probe_mma.py), the GEMMs against that,
-    and what each part of the mma.sync kernel's K loop costs, on either pipeline (tools/tune_tc.py --ablate)."""
+    both kernels on either pipeline, and what each part of the mma.sync kernel's K loop costs (tools/tune_tc.py --ablate)."""
     sec = load(4, "mma_peak", prefer_local=prefer_local)
     out = ["| instruction, issued from registers alone | best T(FL)OP/s | ops per SM per clock | at ILP, warps per SM |",
            "|---|---:|---:|---|"]
@@ -124,7 +124,8 @@ def mma_peak_markdown(prefer_local: bool = False) -> str:
         ab = load(4, "ablate", prefer_local=prefer_local)
     except FileNotFoundError:
         return "\n".join(out)
-    out += ["", "| mma.sync kernel: the two pipelines, then parts of the K loop switched off (wrong results, timed only) "
+    out += ["", "| both kernels on the two pipelines, then the mma.sync kernel with parts of its K loop switched off "
+            "(wrong results, timed only) "
             "| n³ | µs | % of baseline |",
             "|---|---:|---:|---:|"]
     for r in ab["rows"]:

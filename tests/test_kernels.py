@@ -62,3 +62,24 @@ def test_stub_fails_helpfully(k):
     assert not res.ok, f"the stub of {k.launcher} passes its check: the exercise tests nothing"
     msg = str(res.first_failure())
     assert any(h in msg for h in ("never written", "exactly 0", "NaN/inf")), msg
+
+
+@pytest.mark.gpu
+def test_wmma_fragment_layout_is_mma_sync_s():
+    """Lesson 04's WMMA kernel fills fragments with ldmatrix and stores them from registers on sm_90 machine code,
+    relying on the layout tools/wmma_layout.cu measures: it must be mma.sync's, and mma_sync must read exactly the
+    elements that layout defines (FP16 operands: x[0..7]; x[8..15] repeat them)."""
+    import importlib.util
+
+    import torch
+    spec = importlib.util.spec_from_file_location("wmma_layout", build.ROOT / "tools" / "wmma_layout.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    mod = build.load_file(build.ROOT / "tools" / "wmma_layout.cu", solution=True)
+    cap = torch.cuda.get_device_capability()
+    if cap != (9, 0):
+        pytest.skip(f"the layout is relied on for sm_90 machine code only; this GPU is sm_{cap[0]}{cap[1]}")
+    where, reads = probe.measure(mod)
+    assert not probe.mismatches(where), "\n".join(probe.mismatches(where)[:10])
+    assert reads[0].tolist() == reads[1].tolist() == [1] * 8 + [0] * 8, reads
+    assert reads[2].tolist()[:8] == reads[3].tolist()[:8] == [1] * 8, reads

@@ -2,7 +2,7 @@
 each, and time them against cuBLAS FP16 and torch._int_mm in one run.
 
     python tools/tune_tc.py [4096 8192] [-DMMA_BN=256 -DMMA_TB=64 ...]
-    python tools/tune_tc.py --ablate [--record]   what each part of the mma.sync kernel's K loop costs
+    python tools/tune_tc.py --ablate [--record]   what each part of the kernels' K loop costs
                                                   (--record: results/04.json, section "ablate", with
                                                   COURSE_RECORD=1; lesson 04's notebook shows it)
 
@@ -10,9 +10,11 @@ A configuration is block tile width, shared tile depth in bytes, pipeline stages
 cp.async ones are built with TC_TMA=0, so an H100 runs them and not the copy-engine path.
 --ablate builds the mma.sync kernel with parts of its K loop switched off (TC_ABLATE in tc_gemm.cu: the
 refills, the per-step fragment loads, the waits for the tiles): the results are wrong, so those builds are
-timed, not checked; the time each saves is what that part costs. It also times the two pipelines against
-each other: cp.async copies by the math warps (TC_TMA=0), and the copy engine with padded 144-byte rows
-instead of swizzled 128-byte ones (MMA_SWZ=0). What the sweeps found is in NOTES.md."""
+timed, not checked; the time each saves is what that part costs. It also times both kernels on the two
+pipelines: cp.async copies by the math warps (TC_TMA=0), and the copy engine with padded 144-byte rows
+instead of swizzled 128-byte ones (MMA_SWZ=0, WMMA_SWZ=0: WMMA then uses its API only, load_matrix_sync and
+store_matrix_sync); and WMMA on swizzled tiles writing y through store_matrix_sync instead of from registers
+(WMMA_REG_EPI=0). What the sweeps found is in NOTES.md."""
 import sys
 
 from harness import bench, build, catalog, check, results
@@ -21,10 +23,12 @@ from harness.problems import torch_int_mm, torch_linear
 ABLATE = "--ablate" in sys.argv
 VARIANTS = {"shipped": []}
 if ABLATE:
-    VARIANTS.update({"cp.async copies": ["-DTC_TMA=0"], "copy engine, padded rows": ["-DMMA_SWZ=0"],
+    VARIANTS.update({"cp.async copies": ["-DTC_TMA=0"], "copy engine, padded rows": ["-DMMA_SWZ=0", "-DWMMA_SWZ=0"],
+                     "copy engine, store_matrix_sync epilogue": ["-DWMMA_REG_EPI=0"],
                      "no refills": ["-DTC_ABLATE=1"], "fragments once per tile": ["-DTC_ABLATE=2"],
                      "no waits": ["-DTC_ABLATE=4"], "none of the three": ["-DTC_ABLATE=7"]})
-    CHECKED = {"shipped", "cp.async copies", "copy engine, padded rows"}  # the others are wrong on purpose
+    CHECKED = {"shipped", "cp.async copies", "copy engine, padded rows", "copy engine, store_matrix_sync epilogue"}
+    WMMA_ONLY = {"copy engine, store_matrix_sync epilogue"}  # the others with TC_ABLATE: wrong on purpose
 else:
     for cfg in ("128,64,4", "128,128,2", "256,64,4", "256,128,3", "256,64,3"):
         VARIANTS[f"mma {cfg}"] = ["-DTC_TMA=0"] + [f"-DMMA_{k}={v}" for k, v in zip(("BN", "TB", "STAGES"), cfg.split(","))]
@@ -47,7 +51,10 @@ for prob, dt, base_name, base in ((catalog.FP16, "f16", "cuBLAS FP16", torch_lin
     ops = {base_name: base}
     for vname, flags in VARIANTS.items():
         mod = build.load(4, "tc_gemm", solution=True, extra_cuda_flags=flags)
-        kinds = ("mma",) if ABLATE else ("wmma", "mma") if vname == "shipped" else (vname.split()[0],)
+        if ABLATE:
+            kinds = ("wmma",) if vname in WMMA_ONLY else ("wmma", "mma") if vname in CHECKED else ("mma",)
+        else:
+            kinds = ("wmma", "mma") if vname == "shipped" else (vname.split()[0],)
         for kind in kinds:
             label = f"{dt} {kind} {vname}" if ABLATE else f"{dt} {kind} {vname.split()[-1]}"
             op = prob.bind(getattr(mod, f"gemm_{kind}_{dt}"), label)

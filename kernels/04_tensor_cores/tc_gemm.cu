@@ -9,8 +9,11 @@
 // 16×16 fragment, mma_sync does acc += a·b on 16×16×16, store_matrix_sync writes it back. mma.sync
 // exposes it (PTX ISA, "Matrix fragments for mma.m16n8k16"): with g = lane / 4 and t = lane % 4,
 // lane holds rows g and g + 8 of a 16-row A tile, columns 2t, 2t+1 (+8) of K, and the matching pieces
-// of B and of the 16×8 accumulator. Owning the layout lets a kernel double-buffer fragments in
-// registers and write results straight from registers, which WMMA's opaque fragments make hard.
+// of B and of the 16×8 accumulator. Owning the layout lets a kernel read swizzled tiles and write
+// results straight from registers, which WMMA's API cannot. A WMMA fragment is registers too, and on
+// sm_90 we measured its layout (tools/wmma_layout.cu; tests/test_kernels.py checks it): the same as
+// mma.sync's. So on the H100 the WMMA kernel fills its fragments with ldmatrix from swizzled tiles and
+// writes from registers; elsewhere it uses only the API (load_matrix_sync from padded tiles).
 //
 // Shared structure (both kernels):
 //  - A block computes a 128×BN tile of y with warps owning 64×64 warp tiles: 4×4 WMMA fragments, or
@@ -20,7 +23,7 @@
 //  - Shared tiles are TILE_BYTES of K deep (64 halves or 128 int8s). ldmatrix (what load_matrix_sync
 //    becomes) reads 8 rows of 16 bytes per phase: with rows padded by 16 bytes (a 144-byte stride) those 8
 //    rows start in banks 0, 4, 8, …, 28: all 32 banks, no conflict. Unpadded, all 8 would hit one bank.
-//    The other cure, a swizzle (Cfg::at), is what the mma.sync kernel uses on sm_90.
+//    The other cure, a swizzle (Cfg::at), is what both kernels use on sm_90.
 //  - Tiles move global → shared in a STAGES-deep ring: while the tensor cores work on tile k, the next
 //    tiles are in flight. Two ways to move them (the launcher picks):
 //      cp.async (sm_80+, any shape): every thread copies 16-byte pieces, no registers in between, and
@@ -28,7 +31,7 @@
 //      the copy engine (TMA, sm_90+, rows of whole 16-byte chunks): one thread asks for each tile as a
 //        2-D box and an mbarrier per stage counts the bytes in; the math warps issue no copies and meet
 //        no block barrier. On the H100 this moves the mma.sync kernel from ~51% to ~65% of cuBLAS FP16.
-//    The mma.sync kernel also keeps the next K step's fragments in flight, across tiles (its K loop).
+//    Both kernels keep the next K step's fragments in flight, across tiles (kloop, their K loop).
 //  - Blocks are launched in groups of GROUP_M tile rows (the Triton tutorial's ordering), so blocks
 //    that run together share rows of x and columns of W in L2.
 // The INT8 kernels use the same bytes per tile: K is simply twice as long per byte, and mma.sync's
@@ -92,6 +95,16 @@ using namespace nvcuda;
 #ifndef WMMA_TMA_BN
 #define WMMA_TMA_BN 256
 #endif
+// The WMMA kernel's tiles when the copy engine fills them: 1 (default) swizzled, its fragments filled by ldmatrix in
+// the layout measured on sm_90 (taken on sm_90 machine code only); 0 padded rows read by load_matrix_sync.
+#ifndef WMMA_SWZ
+#define WMMA_SWZ 1
+#endif
+// WMMA_REG_EPI 0 (tools/tune_tc.py --ablate): the swizzled WMMA kernel writes y through store_matrix_sync, as the
+// API-only one does, instead of from its accumulator registers.
+#ifndef WMMA_REG_EPI
+#define WMMA_REG_EPI 1
+#endif
 
 // A configuration: block tile BM × BN, shared tiles TILE_BYTES of K deep in a STAGES-deep ring. Each 16-byte chunk
 // c of tile row r sits at at(r, c): rows padded by 16 bytes, or (SWZ) rows unpadded with chunk c stored at
@@ -113,7 +126,7 @@ struct Cfg {
 };
 using WmmaCfg = Cfg<WMMA_BN, WMMA_TB, WMMA_STAGES>;
 using MmaCfg = Cfg<MMA_BN, MMA_TB, MMA_STAGES>;
-using WmmaTmaCfg = Cfg<WMMA_TMA_BN, 128, TMA_STAGES>;            // WMMA reads rows at a stride: padded
+using WmmaTmaCfg = Cfg<WMMA_TMA_BN, 128, TMA_STAGES, bool(WMMA_SWZ)>;
 using MmaTmaCfg = Cfg<MMA_BN, 128, TMA_STAGES, bool(MMA_SWZ)>;
 
 // Element type → accumulator and output types, and the raw bits type for scalar loads.
@@ -127,6 +140,10 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool pr
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const char* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
 
 // --- the copy engine (sm_90+) --------------------------------------------------------------------------------
 // One thread asks the tensor memory accelerator for a whole 2-D box of a matrix (cp.async.bulk.tensor), described by
@@ -164,8 +181,8 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int 
 // has read them. Thread 0 asks for two 2-D boxes per stage (x's BM rows, W's BN rows): the first STAGES stages at
 // the start, then, at tile kt, tile kt − 1 + STAGES into the stage tile kt − 1 used, once every warp has released
 // it. No other thread issues a copy or computes an address, and no warp waits for another except through the data
-// it needs. Swizzled tiles are boxes of TILE_BYTES; padded tiles are boxes of ROW_BYTES, 16 bytes more of K per row
-// that land in the padding (WMMA reads rows at a fixed stride, which the swizzle would break), read for nothing.
+// it needs. Swizzled tiles are boxes of TILE_BYTES; padded tiles (WMMA_SWZ=0, MMA_SWZ=0: what load_matrix_sync can
+// read, a fixed row stride) are boxes of ROW_BYTES, 16 bytes more of K per row that land in the padding, read for nothing.
 template <class C, typename T>
 struct TmaPipe {
     static constexpr int BK = C::TILE_BYTES / sizeof(T);
@@ -208,10 +225,11 @@ struct TmaPipe {
     }
     __device__ __forceinline__ void refill(int kt) {  // at tile kt: tile kt - 1's stage gets tile kt - 1 + STAGES
         const int nt = kt - 1 + C::STAGES;
-        if (threadIdx.x == 0 && kt >= 1 && nt < ktiles) {
+        if (threadIdx.x < 32 && kt >= 1 && nt < ktiles) {
             const int st = (kt - 1) % C::STAGES;
             if (!(TC_ABLATE & 4)) mbar_wait(empty + st, ((kt - 1) / C::STAGES) & 1);
-            issue(nt, st);
+            if (threadIdx.x == 0) issue(nt, st);
+            __syncwarp();
         }
     }
 };
@@ -274,197 +292,30 @@ __device__ __forceinline__ void tile_origin(int M, int N, int& m0, int& n0) {
     n0 = ((blockIdx.x % per_group) / group_rows) * C::BN;
 }
 
-// The WMMA kernel's K loop, over a ring filled by the copy engine (TMA) or by cp.async; compute(As, Bs) consumes
-// one tile (As: BM rows of x, Bs: BN rows of W, each row TILE_BYTES of K at a ROW_BYTES stride).
-template <class C, typename T, bool VEC, bool TMA, class Compute>
-__device__ __forceinline__ void mainloop(const T* x, const T* W, int M, int N, int K, int m0, int n0, char* smem,
-                                         const CUtensorMap* mx, const CUtensorMap* mw, Compute&& compute) {
-    constexpr int BK = C::TILE_BYTES / sizeof(T);
-    if constexpr (TMA) {  // the copy engine fills the ring; each warp waits for the tile it needs and nothing else
-        TmaPipe<C, T> pipe(smem, mx, mw, m0, n0, K);
-        pipe.start();
-        for (int kt = 0, st = 0, ph = 0; kt < pipe.ktiles; ++kt) {
-            pipe.wait(st, ph);
-            compute(pipe.stage(st), pipe.stage(st) + C::BM * C::ROW_BYTES);
-            pipe.release(st);
-            pipe.refill(kt);
-            if (++st == C::STAGES) st = 0, ph ^= 1;
-        }
-        __syncthreads();  // every warp is done with the tiles: their memory may be reused
-        return;
-    }
-    const TileLoader<C, T, VEC, C::BM> load_x(x, M, K, m0);
-    const TileLoader<C, T, VEC, C::BN> load_w(W, N, K, n0);
-    auto load_stage = [&](int s, int kt) {
-        load_x.load(smem + s * C::STAGE_BYTES, kt * BK, K);
-        load_w.load(smem + s * C::STAGE_BYTES + C::BM * C::ROW_BYTES, kt * BK, K);
-    };
-    const int ktiles = (K + BK - 1) / BK;
-#pragma unroll
-    for (int s = 0; s < C::STAGES - 1; ++s) {
-        if (s < ktiles) load_stage(s, s);
-        cp_async_commit();  // an empty group keeps the wait count below uniform
-    }
-    for (int kt = 0; kt < ktiles; ++kt) {
-        cp_async_wait<C::STAGES - 2>();  // tile kt has landed (this thread's copies)...
-        __syncthreads();                 // ...and everyone's; everyone is also done with tile kt-1's stage
-        if (kt + C::STAGES - 1 < ktiles) load_stage((kt + C::STAGES - 1) % C::STAGES, kt + C::STAGES - 1);
-        cp_async_commit();
-        const char* stage = smem + (kt % C::STAGES) * C::STAGE_BYTES;
-        compute(stage, stage + C::BM * C::ROW_BYTES);
-    }
-    cp_async_wait<0>();
-    __syncthreads();  // every warp is done with the tiles: their memory may be reused
-}
-
-__device__ __forceinline__ void store1(__half* y, float v) { *y = __float2half_rn(v); }
-__device__ __forceinline__ void store1(int* y, int v) { *y = v; }
-__device__ __forceinline__ void store2(__half* y, float a, float b) { *reinterpret_cast<__half2*>(y) = __floats2half2_rn(a, b); }
-__device__ __forceinline__ void store2(int* y, int a, int b) { *reinterpret_cast<int2*>(y) = make_int2(a, b); }
-
-// ------------------------------------------------------------------------------------------------
-// WMMA
-
-template <class C, typename T, bool VEC, bool TMA>
-__global__ void __launch_bounds__(C::THREADS)
-gemm_wmma_kernel(const T* __restrict__ x, const T* __restrict__ W, typename Types<T>::Out* __restrict__ y,
-                 int M, int N, int K, bool vec_out, const __grid_constant__ CUtensorMap mx,
-                 const __grid_constant__ CUtensorMap mw) {
-    using Acc = typename Types<T>::Acc;
-    using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major>;
-    using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major>;
-    using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, Acc>;
-    constexpr int FM = C::WM / 16, FN = C::WN / 16;                                // 4×4 fragments
-    constexpr int BK = C::TILE_BYTES / sizeof(T), LDE = C::ROW_BYTES / sizeof(T);  // in elements
-    extern __shared__ __align__(128) char smem[];
-    int m0, n0;
-    tile_origin<C>(M, N, m0, n0);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int wm = (warp / C::WARPS_N) * C::WM, wn = (warp % C::WARPS_N) * C::WN;
-
-    FragC acc[FM][FN];
-#pragma unroll
-    for (int i = 0; i < FM; ++i)
-#pragma unroll
-        for (int j = 0; j < FN; ++j) wmma::fill_fragment(acc[i][j], Acc(0));
-
-    mainloop<C, T, VEC, TMA>(x, W, M, N, K, m0, n0, smem, &mx, &mw, [&](const char* a_tile, const char* b_tile) {
-        const T* As = reinterpret_cast<const T*>(a_tile);
-        const T* Bs = reinterpret_cast<const T*>(b_tile);
-        // BEGIN EXERCISE 04.a: the WMMA fragment loop
-        // TODO: for each 16-deep step kk of this BK-deep tile:
-        //   load FM fragments of A (rows wm + i·16 of As, columns kk) and FN fragments of B
-        //   (rows wn + j·16 of Bs, columns kk) with wmma::load_matrix_sync(frag, pointer, LDE),
-        //   then acc[i][j] += a[i]·b[j] with wmma::mma_sync for every i, j.
-        (void)As; (void)Bs;
-        // END EXERCISE
-    });
-
-    // Epilogue through a per-warp 16×16 scratch (the pipeline's memory, now free): the fragment
-    // layout is opaque, memory is not. Each lane then writes 8 consecutive outputs of one row.
-    Acc* scratch = reinterpret_cast<Acc*>(smem) + warp * 256;
-    const int r = lane / 2, c = (lane % 2) * 8;
-#pragma unroll
-    for (int i = 0; i < FM; ++i)
-#pragma unroll
-        for (int j = 0; j < FN; ++j) {
-            wmma::store_matrix_sync(scratch, acc[i][j], 16, wmma::mem_row_major);
-            __syncwarp();
-            const int row = m0 + wm + i * 16 + r, col = n0 + wn + j * 16 + c;
-            const Acc* v = scratch + r * 16 + c;
-            if (row < M) {
-                auto* out = y + (size_t)row * N + col;
-#pragma unroll
-                for (int e = 0; e < 8; e += 2) {
-                    if (vec_out && col + e + 1 < N) store2(out + e, v[e], v[e + 1]);
-                    else {
-                        if (col + e < N) store1(out + e, v[e]);
-                        if (col + e + 1 < N) store1(out + e + 1, v[e + 1]);
-                    }
-                }
-            }
-            __syncwarp();
-        }
-}
-
-// ------------------------------------------------------------------------------------------------
-// ldmatrix + mma.sync
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const char* p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
-}
-// acc (16×8) += a (16×K) · b (K×8): K = 16 halves, or 32 int8s, per instruction.
-__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void mma(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-template <class C, typename T, bool VEC, bool TMA>
-__global__ void __launch_bounds__(C::THREADS, 1)
-gemm_mma_kernel(const T* __restrict__ x, const T* __restrict__ W, typename Types<T>::Out* __restrict__ y,
-                int M, int N, int K, bool vec_out, const __grid_constant__ CUtensorMap mx,
-                const __grid_constant__ CUtensorMap mw) {
-    using Acc = typename Types<T>::Acc;
-    constexpr int FM = C::WM / 16, FN = C::WN / 8;  // 4 × 8 m16n8 tiles per warp
-    constexpr int KSTEPS = C::TILE_BYTES / 32;      // one mma's K is 32 bytes (16 halves, 32 int8s)
+// The K loop both kernels run. Fragments are double-buffered in registers: step s+1's are loaded before step s's
+// MMAs are issued, so their shared-memory latency hides behind tensor-core work, and across tile boundaries too: at
+// the last K step of tile kt each warp waits for tile kt+1, loads its first fragments and only then issues tile kt's
+// last MMAs, so no warp meets a tile with empty registers.
+//  - copy engine (TMA): that wait is for tile kt+1's mbarrier; the warp releases tile kt's stage just before it, and
+//    thread 0 refills tile kt-1's stage halfway through tile kt.
+//  - cp.async: the wait is a block barrier (every thread's copies), and the refill of the stage tile kt-1 used is
+//    issued by all threads at step 0 of tile kt, when every warp has passed that barrier after its last ldmatrix.
+// A K step is 32 bytes of K. load(buf, As, Bs, s) fills fragment buffer buf with step s of the tiles at As (BM rows
+// of x) and Bs (BN rows of W); math(u) issues one step's MMAs from buffer u. (H100, NOTES.md.)
+template <class C, typename T, bool VEC, bool TMA, class Load, class Math>
+__device__ __forceinline__ void kloop(const T* x, const T* W, int M, int N, int K, int m0, int n0, char* smem,
+                                      const CUtensorMap* mx, const CUtensorMap* mw, Load&& load, Math&& math) {
+    constexpr int KSTEPS = C::TILE_BYTES / 32, BK = C::TILE_BYTES / sizeof(T);
     static_assert(KSTEPS % 2 == 0, "the fragment buffers alternate per K step and restart at 0 per tile");
-    extern __shared__ __align__(128) char smem_raw[];
-    char* smem = C::SWZ ? reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023)) : smem_raw;
-    int m0, n0;
-    tile_origin<C>(M, N, m0, n0);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int wm = (warp / C::WARPS_N) * C::WM, wn = (warp % C::WARPS_N) * C::WN;
-
-    Acc acc[FM][FN][4];
-#pragma unroll
-    for (int i = 0; i < FM; ++i)
-#pragma unroll
-        for (int j = 0; j < FN; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[i][j][e] = Acc(0);
-
-    // ldmatrix.x4 loads four 8×8 matrices of 16-byte rows; lane L gives the address of row L % 8 of
-    // matrix L / 8, and gets back, in register q, row lane / 4, bytes 4·(lane % 4).. of matrix q.
-    // A (16 rows × 32 bytes): matrices (rows 0-7, bytes 0-15), (8-15, 0-15), (0-7, 16-31), (8-15, 16-31)
-    //   = mma's a0..a3. B (16 rows of W = two n8 tiles × 32 bytes): (n 0-7, bytes 0-15), (0-7, 16-31),
-    //   (8-15, 0-15), (8-15, 16-31) = b0, b1 of the first n8 tile, then of the second.
-    // BEGIN EXERCISE 04.b: ldmatrix addresses and the mma.sync loop
-    // TODO: which tile row and which 16-byte chunk of it each lane points at for the first ldmatrix of the
-    // warp's A and B fragments (see the comment above); the K loop adds i·16 rows (A), j·16 rows (B) and
-    // 2 chunks per K step, and C::at(row, chunk) turns them into bytes. Then fill in the mma.sync of one K
-    // step, further down.
-    const int a_row = 0, a_chunk = 0, b_row = 0, b_chunk = 0;
-    // END EXERCISE
-
-    // Its own K loop, not mainloop(): fragments are double-buffered in registers (step s+1's ldmatrix are issued
-    // before step s's mma.sync, so their shared-memory latency hides behind tensor-core work), across tile
-    // boundaries too: at the last K step of tile kt each warp waits for tile kt+1, loads its first fragments and
-    // only then issues tile kt's last MMAs, so no warp meets a tile with empty registers.
-    //  - copy engine (TMA): that wait is for tile kt+1's mbarrier; the warp releases tile kt's stage just before
-    //    it, and thread 0 refills tile kt-1's stage halfway through tile kt.
-    //  - cp.async: the wait is a block barrier (every thread's copies), and the refill of the stage tile kt-1
-    //    used is issued by all threads at step 0 of tile kt, when every warp has passed that barrier after its
-    //    last ldmatrix. (H100, NOTES.md.)
-    constexpr int BK = C::TILE_BYTES / sizeof(T);
     const int ktiles = (K + BK - 1) / BK;
-    uint32_t a[2][FM][4], b[2][FN / 2][4];
-    auto load = [&](int buf, int st, int s) {  // the fragments of K step s of stage st
+    auto load_step = [&](int buf, int st, int s) {  // the fragments of K step s of stage st
         const char* As = smem + st * C::STAGE_BYTES;
-        const char* Bs = As + C::BM * C::ROW_BYTES;
-#pragma unroll
-        for (int i = 0; i < FM; ++i) ldmatrix_x4(a[buf][i], As + C::at(a_row + i * 16, a_chunk + 2 * s));
-#pragma unroll
-        for (int j = 0; j < FN / 2; ++j) ldmatrix_x4(b[buf][j], Bs + C::at(b_row + j * 16, b_chunk + 2 * s));
+        load(buf, As, As + C::BM * C::ROW_BYTES, s);
     };
     // The two pipelines behind one interface: step_hook(kt, s) before each K step's loads, next_tile(kt, rs) at
     // a tile's last K step (rs: the stage being read, advanced to tile kt+1's once it may be read).
-    TmaPipe<C, T> pipe(smem, &mx, &mw, m0, n0, K);  // each path's state; the compiler drops the other's
-    int ph = 0;                                    // copy engine: the parity of stage rs's current phase
+    TmaPipe<C, T> pipe(smem, mx, mw, m0, n0, K);  // each path's state; the compiler drops the other's
+    int ph = 0;                                  // copy engine: the parity of stage rs's current phase
     const TileLoader<C, T, VEC, C::BM> load_x(x, M, K, m0);
     const TileLoader<C, T, VEC, C::BN> load_w(W, N, K, n0);
     auto load_stage = [&](int st, int kt) {
@@ -504,26 +355,231 @@ gemm_mma_kernel(const T* __restrict__ x, const T* __restrict__ W, typename Types
         }
     };
     int rs = 0;  // the stage being read
-    load(0, 0, 0);
+    load_step(0, 0, 0);
     for (int kt = 0; kt < ktiles; ++kt) {
 #pragma unroll
         for (int s = 0; s < KSTEPS; ++s) {
             step_hook(kt, s);
             if (s == KSTEPS - 1) next_tile(kt, rs);
             if (s + 1 < KSTEPS) {
-                if (!(TC_ABLATE & 2)) load((s + 1) % 2, rs, s + 1);
+                if (!(TC_ABLATE & 2)) load_step((s + 1) % 2, rs, s + 1);
             } else if (kt + 1 < ktiles) {
-                load(0, rs, 0);  // KSTEPS is even: step 0 always uses buffer 0
+                load_step(0, rs, 0);  // KSTEPS is even: step 0 always uses buffer 0
             }
-            const int u = (TC_ABLATE & 2) ? 0 : s % 2;
-            // BEGIN EXERCISE 04.b: (continued) the mma.sync of one K step
-            // TODO: acc[i][j] += A tile i · B tile j for the FM × FN m16n8 tiles of this K step: the
-            // fragments are a[u][i] and, for n8 tile j, b[u][j / 2] registers (j % 2)·2 and (j % 2)·2 + 1.
-            (void)u;
-            // END EXERCISE
+            math((TC_ABLATE & 2) ? 0 : s % 2);
         }
     }
     if constexpr (!TMA) cp_async_wait<0>();
+    __syncthreads();  // every warp is done with the tiles: their memory may be reused
+}
+
+__device__ __forceinline__ void store1(__half* y, float v) { *y = __float2half_rn(v); }
+__device__ __forceinline__ void store1(int* y, int v) { *y = v; }
+__device__ __forceinline__ void store2(__half* y, float a, float b) { *reinterpret_cast<__half2*>(y) = __floats2half2_rn(a, b); }
+__device__ __forceinline__ void store2(int* y, int a, int b) { *reinterpret_cast<int2*>(y) = make_int2(a, b); }
+
+// ------------------------------------------------------------------------------------------------
+// WMMA
+
+// ldmatrix.x4 results (see the mma.sync kernel below) as WMMA fragments, in the layout load_matrix_sync gives them in
+// sm_90 machine code (measured on the H100 with tools/wmma_layout.cu; the layout is not part of WMMA's API):
+//  - FP16 A or B 16×16: the four registers are the fragment's x[0..7], A = mma.sync's a0..a3, B = two n8 tiles' b0, b1;
+//    x[8..15] repeat them, and mma_sync reads only x[0..7].
+//  - INT8 16×16 (16 bytes of K): the four registers hold two K steps; A's step h is registers 2h, 2h+1 (rows g, g+8),
+//    B's is registers h, h+2 (columns g, g+8).
+template <class F>
+__device__ __forceinline__ void set_regs(F& f, uint32_t r0, uint32_t r1, uint32_t r2 = 0, uint32_t r3 = 0) {
+    uint32_t* x = reinterpret_cast<uint32_t*>(f.x);
+    constexpr int n = sizeof(f.x) / 4;
+    x[0] = r0, x[1] = r1;
+    if constexpr (n >= 4) x[2] = r2, x[3] = r3;
+    if constexpr (n == 8) x[4] = r0, x[5] = r1, x[6] = r2, x[7] = r3;
+}
+template <class F>
+__device__ __forceinline__ void frags_from_ldsm(F (&f)[1], const uint32_t (&r)[4], bool) { set_regs(f[0], r[0], r[1], r[2], r[3]); }
+template <class F>
+__device__ __forceinline__ void frags_from_ldsm(F (&f)[2], const uint32_t (&r)[4], bool is_b) {
+    set_regs(f[0], r[0], is_b ? r[2] : r[1]);
+    set_regs(f[1], is_b ? r[1] : r[2], r[3]);
+}
+
+template <class C, typename T, bool VEC, bool TMA>
+__global__ void __launch_bounds__(C::THREADS, 1)
+gemm_wmma_kernel(const T* __restrict__ x, const T* __restrict__ W, typename Types<T>::Out* __restrict__ y,
+                 int M, int N, int K, bool vec_out, const __grid_constant__ CUtensorMap mx,
+                 const __grid_constant__ CUtensorMap mw) {
+    using Acc = typename Types<T>::Acc;
+    using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major>;
+    using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major>;
+    using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, Acc>;
+    constexpr int FM = C::WM / 16, FN = C::WN / 16;  // 4×4 fragments
+    constexpr int H = 2 / sizeof(T);                 // WMMA steps per 32-byte K step: 1 (FP16) or 2 (INT8, 16 bytes each)
+    constexpr int LDE = C::ROW_BYTES / sizeof(T);    // the tiles' row stride, in elements
+    extern __shared__ __align__(128) char smem_raw[];
+    char* smem = C::SWZ ? reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023)) : smem_raw;
+    int m0, n0;
+    tile_origin<C>(M, N, m0, n0);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int wm = (warp / C::WARPS_N) * C::WM, wn = (warp % C::WARPS_N) * C::WN;
+
+    FragC acc[FM][FN];
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) wmma::fill_fragment(acc[i][j], Acc(0));
+
+    FragA a[2][FM][H];  // two buffers (the K loop's double buffering) of one K step's fragments
+    FragB b[2][FN][H];
+    // Swizzled tiles (the copy engine's, sm_90): load_matrix_sync takes a pointer and one row stride and cannot follow
+    // the swizzle, so ldmatrix fills the fragments, with the mma.sync kernel's addresses.
+    const int a_row = wm + lane % 16, a_chunk = lane / 16;
+    const int b_row = wn + lane % 8 + (lane / 16) * 8, b_chunk = (lane / 8) % 2;
+    auto load = [&](int buf, const char* As, const char* Bs, int s) {
+        if constexpr (C::SWZ) {
+#pragma unroll
+            for (int i = 0; i < FM; ++i) {
+                uint32_t r[4];
+                ldmatrix_x4(r, As + C::at(a_row + i * 16, a_chunk + 2 * s));
+                frags_from_ldsm(a[buf][i], r, false);
+            }
+#pragma unroll
+            for (int j = 0; j < FN; ++j) {
+                uint32_t r[4];
+                ldmatrix_x4(r, Bs + C::at(b_row + j * 16, b_chunk + 2 * s));
+                frags_from_ldsm(b[buf][j], r, true);
+            }
+        } else {  // padded rows: the fragments sit at a fixed stride
+            const T* At = reinterpret_cast<const T*>(As);
+            const T* Bt = reinterpret_cast<const T*>(Bs);
+            // BEGIN EXERCISE 04.a: the WMMA fragment loop
+            // TODO: load this K step's fragments into buffer buf. Step s starts s·16·H elements into each row;
+            // a[buf][i][h] is the 16×16 tile at rows wm + i·16 of At, columns s·16·H + h·16, and b[buf][j][h] the
+            // one at rows wn + j·16 of Bt: wmma::load_matrix_sync(fragment, pointer, LDE). Then the MMAs, below.
+            (void)At; (void)Bt; (void)buf; (void)s;
+            // END EXERCISE
+        }
+    };
+    kloop<C, T, VEC, TMA>(x, W, M, N, K, m0, n0, smem, &mx, &mw, load, [&](int u) {
+        // BEGIN EXERCISE 04.a: (continued) the MMAs of one K step
+        // TODO: acc[i][j] += a[u][i][h] · b[u][j][h] with wmma::mma_sync, for every i, j and h.
+        (void)u;
+        // END EXERCISE
+    });
+
+    // Straight from registers on sm_90, in the accumulator layout tools/wmma_layout.cu measures: for the warp tile's n8
+    // tile j, acc[i][j / 2].x[4·(j % 2) + 2h + c] is row g + 8h, column 8j + 2t + c, as in mma.sync's accumulators. The
+    // scratch tile below made the kernel 12% slower at 4096³ in FP16, 39% in INT8 (H100, NOTES.md).
+    if constexpr (C::SWZ && WMMA_REG_EPI) {
+        const int g = lane / 4, t = lane % 4;
+#pragma unroll
+        for (int i = 0; i < FM; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = m0 + wm + i * 16 + g + h * 8;
+                if (row >= M) continue;
+#pragma unroll
+                for (int j = 0; j < 2 * FN; ++j) {
+                    const int col = n0 + wn + j * 8 + 2 * t;
+                    auto* out = y + (size_t)row * N + col;
+                    const Acc v0 = acc[i][j / 2].x[(j % 2) * 4 + 2 * h], v1 = acc[i][j / 2].x[(j % 2) * 4 + 2 * h + 1];
+                    if (vec_out && col + 1 < N) store2(out, v0, v1);
+                    else {
+                        if (col < N) store1(out, v0);
+                        if (col + 1 < N) store1(out + 1, v1);
+                    }
+                }
+            }
+        return;
+    }
+    // Epilogue through a per-warp 16×16 scratch (the pipeline's memory, now free): the fragment
+    // layout is opaque, memory is not. Each lane then writes 8 consecutive outputs of one row.
+    Acc* scratch = reinterpret_cast<Acc*>(smem) + warp * 256;
+    const int r = lane / 2, c = (lane % 2) * 8;
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) {
+            wmma::store_matrix_sync(scratch, acc[i][j], 16, wmma::mem_row_major);
+            __syncwarp();
+            const int row = m0 + wm + i * 16 + r, col = n0 + wn + j * 16 + c;
+            const Acc* v = scratch + r * 16 + c;
+            if (row < M) {
+                auto* out = y + (size_t)row * N + col;
+#pragma unroll
+                for (int e = 0; e < 8; e += 2) {
+                    if (vec_out && col + e + 1 < N) store2(out + e, v[e], v[e + 1]);
+                    else {
+                        if (col + e < N) store1(out + e, v[e]);
+                        if (col + e + 1 < N) store1(out + e + 1, v[e + 1]);
+                    }
+                }
+            }
+            __syncwarp();
+        }
+}
+
+// ------------------------------------------------------------------------------------------------
+// ldmatrix + mma.sync
+
+// acc (16×8) += a (16×K) · b (K×8): K = 16 halves, or 32 int8s, per instruction.
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <class C, typename T, bool VEC, bool TMA>
+__global__ void __launch_bounds__(C::THREADS, 1)
+gemm_mma_kernel(const T* __restrict__ x, const T* __restrict__ W, typename Types<T>::Out* __restrict__ y,
+                int M, int N, int K, bool vec_out, const __grid_constant__ CUtensorMap mx,
+                const __grid_constant__ CUtensorMap mw) {
+    using Acc = typename Types<T>::Acc;
+    constexpr int FM = C::WM / 16, FN = C::WN / 8;  // 4 × 8 m16n8 tiles per warp; one mma's K is a K step
+    extern __shared__ __align__(128) char smem_raw[];
+    char* smem = C::SWZ ? reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023)) : smem_raw;
+    int m0, n0;
+    tile_origin<C>(M, N, m0, n0);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int wm = (warp / C::WARPS_N) * C::WM, wn = (warp % C::WARPS_N) * C::WN;
+
+    Acc acc[FM][FN][4];
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = Acc(0);
+
+    // ldmatrix.x4 loads four 8×8 matrices of 16-byte rows; lane L gives the address of row L % 8 of
+    // matrix L / 8, and gets back, in register q, row lane / 4, bytes 4·(lane % 4).. of matrix q.
+    // A (16 rows × 32 bytes): matrices (rows 0-7, bytes 0-15), (8-15, 0-15), (0-7, 16-31), (8-15, 16-31)
+    //   = mma's a0..a3. B (16 rows of W = two n8 tiles × 32 bytes): (n 0-7, bytes 0-15), (0-7, 16-31),
+    //   (8-15, 0-15), (8-15, 16-31) = b0, b1 of the first n8 tile, then of the second.
+    // BEGIN EXERCISE 04.b: ldmatrix addresses and the mma.sync loop
+    // TODO: which tile row and which 16-byte chunk of it each lane points at for the first ldmatrix of the
+    // warp's A and B fragments (see the comment above); the K loop adds i·16 rows (A), j·16 rows (B) and
+    // 2 chunks per K step, and C::at(row, chunk) turns them into bytes. Then fill in the mma.sync of one K
+    // step, further down.
+    const int a_row = 0, a_chunk = 0, b_row = 0, b_chunk = 0;
+    // END EXERCISE
+
+    uint32_t a[2][FM][4], b[2][FN / 2][4];
+    auto load = [&](int buf, const char* As, const char* Bs, int s) {
+#pragma unroll
+        for (int i = 0; i < FM; ++i) ldmatrix_x4(a[buf][i], As + C::at(a_row + i * 16, a_chunk + 2 * s));
+#pragma unroll
+        for (int j = 0; j < FN / 2; ++j) ldmatrix_x4(b[buf][j], Bs + C::at(b_row + j * 16, b_chunk + 2 * s));
+    };
+    kloop<C, T, VEC, TMA>(x, W, M, N, K, m0, n0, smem, &mx, &mw, load, [&](int u) {
+        // BEGIN EXERCISE 04.b: (continued) the mma.sync of one K step
+        // TODO: acc[i][j] += A tile i · B tile j for the FM × FN m16n8 tiles of this K step: the
+        // fragments are a[u][i] and, for n8 tile j, b[u][j / 2] registers (j % 2)·2 and (j % 2)·2 + 1.
+        (void)u;
+        // END EXERCISE
+    });
 
     // Epilogue straight from registers: acc[i][j] holds rows g and g + 8, columns 2t and 2t + 1.
     const int g = lane / 4, t = lane % 4;
@@ -573,8 +629,11 @@ static bool tensor_map(CUtensorMap* map, const T* p, int rows, int K, int box_ro
 }
 
 // C: the cp.async configuration (any shape, sm_80+); CT: the copy-engine one, taken where the kernel's machine code
-// is sm_90+ (an sm_80 build running on an H100 has no copy engine) and rows are whole 16-byte chunks.
-template <class C, class CT, typename T, class Kernel>
+// is sm_90+ (an sm_80 build running on an H100 has no copy engine) and rows are whole 16-byte chunks. ONLY_SM90: the
+// copy-engine kernel relies on something measured on sm_90 machine code only (WMMA's fragment layout), so a newer
+// GPU running it from PTX takes the cp.async path. (Each WMMA/mma.sync × type launcher is its own instantiation, so
+// each caches its own tma_built.)
+template <class C, class CT, bool ONLY_SM90, typename T, class Kernel>
 static void launch(Kernel vec_kernel, Kernel scalar_kernel, Kernel tma_kernel, const T* x, const T* W,
                    typename Types<T>::Out* y, int M, int N, int K, cudaStream_t stream) {
     constexpr int E = 16 / sizeof(T);
@@ -583,7 +642,8 @@ static void launch(Kernel vec_kernel, Kernel scalar_kernel, Kernel tma_kernel, c
     const bool vec_out = N % 2 == 0 && reinterpret_cast<uintptr_t>(y) % (2 * sizeof(*y)) == 0;
     static const bool tma_built = [&] {
         cudaFuncAttributes attr;
-        return TC_TMA && cudaFuncGetAttributes(&attr, tma_kernel) == cudaSuccess && attr.binaryVersion >= 90;
+        return TC_TMA && cudaFuncGetAttributes(&attr, tma_kernel) == cudaSuccess && attr.binaryVersion >= 90 &&
+               (!ONLY_SM90 || attr.binaryVersion == 90);
     }();
     CUtensorMap mx{}, mw{};
     const bool tma = vec_in && tma_built && tensor_map<CT>(&mx, x, M, K, CT::BM) && tensor_map<CT>(&mw, W, N, K, CT::BN);
@@ -599,18 +659,20 @@ static void launch(Kernel vec_kernel, Kernel scalar_kernel, Kernel tma_kernel, c
 }
 
 EXPORT void gemm_wmma_f16(const __half* x, const __half* W, __half* y, int M, int N, int K, cudaStream_t stream) {
-    launch<WmmaCfg, WmmaTmaCfg>(gemm_wmma_kernel<WmmaCfg, __half, true, false>, gemm_wmma_kernel<WmmaCfg, __half, false, false>,
-                                gemm_wmma_kernel<WmmaTmaCfg, __half, true, true>, x, W, y, M, N, K, stream);
+    launch<WmmaCfg, WmmaTmaCfg, WmmaTmaCfg::SWZ>(gemm_wmma_kernel<WmmaCfg, __half, true, false>,
+                                                 gemm_wmma_kernel<WmmaCfg, __half, false, false>,
+                                                 gemm_wmma_kernel<WmmaTmaCfg, __half, true, true>, x, W, y, M, N, K, stream);
 }
 EXPORT void gemm_wmma_s8(const int8_t* x, const int8_t* W, int* y, int M, int N, int K, cudaStream_t stream) {
-    launch<WmmaCfg, WmmaTmaCfg>(gemm_wmma_kernel<WmmaCfg, int8_t, true, false>, gemm_wmma_kernel<WmmaCfg, int8_t, false, false>,
-                                gemm_wmma_kernel<WmmaTmaCfg, int8_t, true, true>, x, W, y, M, N, K, stream);
+    launch<WmmaCfg, WmmaTmaCfg, WmmaTmaCfg::SWZ>(gemm_wmma_kernel<WmmaCfg, int8_t, true, false>,
+                                                 gemm_wmma_kernel<WmmaCfg, int8_t, false, false>,
+                                                 gemm_wmma_kernel<WmmaTmaCfg, int8_t, true, true>, x, W, y, M, N, K, stream);
 }
 EXPORT void gemm_mma_f16(const __half* x, const __half* W, __half* y, int M, int N, int K, cudaStream_t stream) {
-    launch<MmaCfg, MmaTmaCfg>(gemm_mma_kernel<MmaCfg, __half, true, false>, gemm_mma_kernel<MmaCfg, __half, false, false>,
-                              gemm_mma_kernel<MmaTmaCfg, __half, true, true>, x, W, y, M, N, K, stream);
+    launch<MmaCfg, MmaTmaCfg, false>(gemm_mma_kernel<MmaCfg, __half, true, false>, gemm_mma_kernel<MmaCfg, __half, false, false>,
+                                     gemm_mma_kernel<MmaTmaCfg, __half, true, true>, x, W, y, M, N, K, stream);
 }
 EXPORT void gemm_mma_s8(const int8_t* x, const int8_t* W, int* y, int M, int N, int K, cudaStream_t stream) {
-    launch<MmaCfg, MmaTmaCfg>(gemm_mma_kernel<MmaCfg, int8_t, true, false>, gemm_mma_kernel<MmaCfg, int8_t, false, false>,
-                              gemm_mma_kernel<MmaTmaCfg, int8_t, true, true>, x, W, y, M, N, K, stream);
+    launch<MmaCfg, MmaTmaCfg, false>(gemm_mma_kernel<MmaCfg, int8_t, true, false>, gemm_mma_kernel<MmaCfg, int8_t, false, false>,
+                                     gemm_mma_kernel<MmaTmaCfg, int8_t, true, true>, x, W, y, M, N, K, stream);
 }
