@@ -377,6 +377,30 @@ __device__ __forceinline__ void store1(__half* y, float v) { *y = __float2half_r
 __device__ __forceinline__ void store1(int* y, int v) { *y = v; }
 __device__ __forceinline__ void store2(__half* y, float a, float b) { *reinterpret_cast<__half2*>(y) = __floats2half2_rn(a, b); }
 __device__ __forceinline__ void store2(int* y, int a, int b) { *reinterpret_cast<int2*>(y) = make_int2(a, b); }
+// y_row[col], y_row[col + 1] = v0, v1 where inside the N columns; one paired store when vec_out allows.
+template <typename Out, typename Acc>
+__device__ __forceinline__ void store_pair(Out* y_row, int col, int N, bool vec_out, Acc v0, Acc v1) {
+    if (vec_out && col + 1 < N) store2(y_row + col, v0, v1);
+    else {
+        if (col < N) store1(y_row + col, v0);
+        if (col + 1 < N) store1(y_row + col + 1, v1);
+    }
+}
+// A warp's FM × FN8 m16n8 accumulator tiles straight from registers, in mma.sync's layout: element e of tile (i, j),
+// read as at(i, j, e), is row g + 8·(e / 2), column 2t + e % 2 (g = lane / 4, t = lane % 4).
+template <int FM, int FN8, typename Out, class At>
+__device__ __forceinline__ void store_tiles(Out* y, int M, int N, int row0, int col0, bool vec_out, At&& at) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = row0 + i * 16 + g + h * 8;
+            if (row >= M) continue;
+#pragma unroll
+            for (int j = 0; j < FN8; ++j) store_pair(y + (size_t)row * N, col0 + j * 8 + 2 * t, N, vec_out, at(i, j, 2 * h), at(i, j, 2 * h + 1));
+        }
+}
 
 // ------------------------------------------------------------------------------------------------
 // WMMA
@@ -466,29 +490,12 @@ gemm_wmma_kernel(const T* __restrict__ x, const T* __restrict__ W, typename Type
         // END EXERCISE
     });
 
-    // Straight from registers on sm_90, in the accumulator layout tools/wmma_layout.cu measures: for the warp tile's n8
-    // tile j, acc[i][j / 2].x[4·(j % 2) + 2h + c] is row g + 8h, column 8j + 2t + c, as in mma.sync's accumulators. The
-    // scratch tile below made the kernel 12% slower at 4096³ in FP16, 39% in INT8 (H100, NOTES.md).
+    // Straight from registers on sm_90, in the accumulator layout tools/wmma_layout.cu measures: a 16×16 accumulator is
+    // two of mma.sync's n8 tiles, x[0..3] and x[4..7]. The scratch tile below made the kernel 12% slower at 4096³ in
+    // FP16, 39% in INT8 (H100, NOTES.md).
     if constexpr (C::SWZ && WMMA_REG_EPI) {
-        const int g = lane / 4, t = lane % 4;
-#pragma unroll
-        for (int i = 0; i < FM; ++i)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int row = m0 + wm + i * 16 + g + h * 8;
-                if (row >= M) continue;
-#pragma unroll
-                for (int j = 0; j < 2 * FN; ++j) {
-                    const int col = n0 + wn + j * 8 + 2 * t;
-                    auto* out = y + (size_t)row * N + col;
-                    const Acc v0 = acc[i][j / 2].x[(j % 2) * 4 + 2 * h], v1 = acc[i][j / 2].x[(j % 2) * 4 + 2 * h + 1];
-                    if (vec_out && col + 1 < N) store2(out, v0, v1);
-                    else {
-                        if (col < N) store1(out, v0);
-                        if (col + 1 < N) store1(out + 1, v1);
-                    }
-                }
-            }
+        store_tiles<FM, 2 * FN>(y, M, N, m0 + wm, n0 + wn, vec_out,
+                                [&](int i, int j, int e) { return acc[i][j / 2].x[(j % 2) * 4 + e]; });
         return;
     }
     // Epilogue through a per-warp 16×16 scratch (the pipeline's memory, now free): the fragment
@@ -582,25 +589,7 @@ gemm_mma_kernel(const T* __restrict__ x, const T* __restrict__ W, typename Types
     });
 
     // Epilogue straight from registers: acc[i][j] holds rows g and g + 8, columns 2t and 2t + 1.
-    const int g = lane / 4, t = lane % 4;
-#pragma unroll
-    for (int i = 0; i < FM; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int row = m0 + wm + i * 16 + g + h * 8;
-            if (row >= M) continue;
-#pragma unroll
-            for (int j = 0; j < FN; ++j) {
-                const int col = n0 + wn + j * 8 + 2 * t;
-                auto* out = y + (size_t)row * N + col;
-                const Acc v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
-                if (vec_out && col + 1 < N) store2(out, v0, v1);
-                else {
-                    if (col < N) store1(out, v0);
-                    if (col + 1 < N) store1(out + 1, v1);
-                }
-            }
-        }
+    store_tiles<FM, FN>(y, M, N, m0 + wm, n0 + wn, vec_out, [&](int i, int j, int e) { return acc[i][j][e]; });
 }
 
 // ------------------------------------------------------------------------------------------------
