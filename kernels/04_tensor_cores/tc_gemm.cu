@@ -223,7 +223,10 @@ struct TmaPipe {
         __syncwarp();
         if (threadIdx.x % 32 == 0) mbar_arrive(empty + st);
     }
-    __device__ __forceinline__ void refill(int kt) {  // at tile kt: tile kt - 1's stage gets tile kt - 1 + STAGES
+    // At tile kt: tile kt - 1's stage gets tile kt - 1 + STAGES. All of warp 0 waits for the stage to be released, and
+    // thread 0 alone issues the copies: with thread 0 waiting alone, the WMMA build kept warp 0 split around that wait
+    // (a reconvergence region in the K loop; the compiler knows mma_sync needs the whole warp) and ran slower (NOTES.md).
+    __device__ __forceinline__ void refill(int kt) {
         const int nt = kt - 1 + C::STAGES;
         if (threadIdx.x < 32 && kt >= 1 && nt < ktiles) {
             const int st = (kt - 1) % C::STAGES;
@@ -297,7 +300,7 @@ __device__ __forceinline__ void tile_origin(int M, int N, int& m0, int& n0) {
 // the last K step of tile kt each warp waits for tile kt+1, loads its first fragments and only then issues tile kt's
 // last MMAs, so no warp meets a tile with empty registers.
 //  - copy engine (TMA): that wait is for tile kt+1's mbarrier; the warp releases tile kt's stage just before it, and
-//    thread 0 refills tile kt-1's stage halfway through tile kt.
+//    thread 0 refills tile kt-1's stage halfway through tile kt (TmaPipe::refill).
 //  - cp.async: the wait is a block barrier (every thread's copies), and the refill of the stage tile kt-1 used is
 //    issued by all threads at step 0 of tile kt, when every warp has passed that barrier after its last ldmatrix.
 // A K step is 32 bytes of K. load(buf, As, Bs, s) fills fragment buffer buf with step s of the tiles at As (BM rows
