@@ -27,8 +27,9 @@ if ABLATE:
                      "copy engine, store_matrix_sync epilogue": ["-DWMMA_REG_EPI=0"],
                      "no refills": ["-DTC_ABLATE=1"], "fragments once per tile": ["-DTC_ABLATE=2"],
                      "no waits": ["-DTC_ABLATE=4"], "none of the three": ["-DTC_ABLATE=7"]})
+    # Checked before timing; the TC_ABLATE builds are wrong on purpose and only timed.
     CHECKED = {"shipped", "cp.async copies", "copy engine, padded rows", "copy engine, store_matrix_sync epilogue"}
-    WMMA_ONLY = {"copy engine, store_matrix_sync epilogue"}  # the others with TC_ABLATE: wrong on purpose
+    WMMA_ONLY = {"copy engine, store_matrix_sync epilogue"}  # a switch of the WMMA kernel alone
 else:
     for cfg in ("128,64,4", "128,128,2", "256,64,4", "256,128,3", "256,64,3"):
         VARIANTS[f"mma {cfg}"] = ["-DTC_TMA=0"] + [f"-DMMA_{k}={v}" for k, v in zip(("BN", "TB", "STAGES"), cfg.split(","))]
