@@ -214,6 +214,9 @@ __global__ void __launch_bounds__(THREADS) dequant_pairs_kernel(const uint32_t* 
 #ifndef NF4_MIN_BLOCKS
 #define NF4_MIN_BLOCKS 2
 #endif
+#ifndef NF4_MIN_BLOCKS_1
+#define NF4_MIN_BLOCKS_1 3  // the 16 × 8 tile (76 registers): three blocks per SM (NOTES.md)
+#endif
 #ifndef NF4_SPREAD
 #define NF4_SPREAD 1  // 1: one copy of the pair table per bank (32 KB), so lanes never conflict; 0: one table
 #endif
@@ -244,7 +247,7 @@ __device__ __forceinline__ void lookup16(uint2 v, const uint32_t* pairs, uint32_
 }
 
 template <int R, int NT>
-__global__ void __launch_bounds__(NTHREADS, R * NT == 4 ? 1 : NF4_MIN_BLOCKS)  // the 32 × 16 tile: no spills
+__global__ void __launch_bounds__(NTHREADS, R * NT == 4 ? 1 : R * NT == 1 ? NF4_MIN_BLOCKS_1 : NF4_MIN_BLOCKS)  // 32 × 16: no spills
 gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, const float* __restrict__ absmax,
                 const float* __restrict__ cb, __half* __restrict__ y, int M, int N, int K) {
     pdl_trigger();
@@ -255,7 +258,10 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
     // in the dequantize kernel were conflicts): a copy per bank, entry b of lane l at word 32b + l, and every
     // lane reads its own bank. 32 KB per block; 1.3x faster here (NOTES.md).
     extern __shared__ uint32_t pairs[];  // [256][32]
-    for (int i = threadIdx.x; i < 256 * 32; i += NTHREADS) pairs[i] = table[i / 32];
+    for (int i = threadIdx.x; i < 256 * 8; i += NTHREADS) {  // 16-byte stores: entry i / 8, lanes 4·(i % 8) …
+        const uint32_t v = table[i / 8];
+        reinterpret_cast<uint4*>(pairs)[i] = make_uint4(v, v, v, v);
+    }
     __syncthreads();
 #else
     const uint32_t* pairs = table;
@@ -412,7 +418,10 @@ EXPORT void gemv_nf4(const __half* x, const uint8_t* packed, const float* absmax
     if (K % 128 || !aligned16(x) || reinterpret_cast<uintptr_t>(packed) % 8) return;
     static int sms = 0;
     if (!sms) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-    const bool wide = NF4_R == 2 || (NF4_R == 0 && (N + 31) / 32 >= sms);  // 32 outputs per block if that fills the SMs
-    if (M <= 8) (wide ? launch_nf4<2, 1> : launch_nf4<1, 1>)(x, packed, absmax, codebook, y, M, N, K, stream);
+    // 32 outputs per block if that fills the SMs; up to 8 tokens, only if each warp also gets 8 K items or more: at
+    // N = 14336, K = 4096 (4 items a warp) 16-output blocks, three per SM, take 22.1 µs against 24.0 (NOTES.md).
+    const bool wide = NF4_R == 2 || (NF4_R == 0 && (N + 31) / 32 >= sms);
+    const bool long_k = K / 128 >= 8 * NWARPS;
+    if (M <= 8) (wide && (long_k || NF4_R == 2) ? launch_nf4<2, 1> : launch_nf4<1, 1>)(x, packed, absmax, codebook, y, M, N, K, stream);
     else (wide ? launch_nf4<2, 2> : launch_nf4<1, 2>)(x, packed, absmax, codebook, y, M, N, K, stream);
 }
