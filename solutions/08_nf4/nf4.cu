@@ -260,7 +260,8 @@ __device__ __forceinline__ void lookup16(uint2 v, const uint32_t* pairs, uint32_
 }
 
 template <int R, int NT>
-__global__ void __launch_bounds__(NTHREADS, R * NT == 4 ? 1 : R * NT == 1 ? NF4_MIN_BLOCKS_1 : NF4_MIN_BLOCKS)  // 32 × 16: no spills
+// Blocks per SM: the 32 × 16 tile 1 (no spills), the 16 × 8 tile NF4_MIN_BLOCKS_1, the others NF4_MIN_BLOCKS.
+__global__ void __launch_bounds__(NTHREADS, R * NT == 4 ? 1 : R * NT == 1 ? NF4_MIN_BLOCKS_1 : NF4_MIN_BLOCKS)
 gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, const float* __restrict__ absmax,
                 const float* __restrict__ cb, __half* __restrict__ y, int M, int N, int K) {
     pdl_trigger();
@@ -270,7 +271,7 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
     // 32 lanes looking up random bytes in one 1 KB table meet in the same banks (3.5 of 3.7 shared wavefronts
     // in the dequantize kernel were conflicts): a copy per bank, entry b of lane l at word 32b + l, and every
     // lane reads its own bank. 32 KB per block; 1.3x faster here (NOTES.md).
-    extern __shared__ uint32_t pairs[];  // [256][32]
+    extern __shared__ __align__(16) uint32_t pairs[];  // [256][32], filled with 16-byte stores
     for (int i = threadIdx.x; i < 256 * 8; i += NTHREADS) {  // 16-byte stores: entry i / 8, lanes 4·(i % 8) …
         const uint32_t v = table[i / 8];
         reinterpret_cast<uint4*>(pairs)[i] = make_uint4(v, v, v, v);
