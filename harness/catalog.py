@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import torch
 
 from .problems import (AddRMSNorm, DecodeAttention, DequantNF4, DequantW4, DequantW8, GemvLinear, Linear, NF4Linear,
-                       ScaleAdd, SiluMul, W4A8Linear, W4A16FragLinear, W4A16Linear, W8A8Linear, W8A16Linear)
+                       ScaleAdd, SiluMul, W4A8Linear, W4A16FragLinear, W4A16Linear, W8A8Linear, W8A16Linear,
+                       W8A16TilesLinear)
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ FP16 = Linear(torch.float16, torch.float16, "linear_f16")
 INT8 = Linear(torch.int8, torch.int32, "linear_s8")
 GEMV_F16 = GemvLinear(torch.float16, torch.float16, "gemv_f16")
 W8A16 = W8A16Linear()
+W8A16_TILES = W8A16TilesLinear()
 DEQUANT_W8 = DequantW8()
 W8A8 = W8A8Linear()
 W4A16 = W4A16Linear()
@@ -54,6 +56,7 @@ KERNELS = [
     Kernel(4, "tc_gemm", "gemm_mma_f16", FP16, ("04.b",), "04 mma.sync FP16"),
     Kernel(4, "tc_gemm", "gemm_mma_s8", INT8, ("04.b",), "04 mma.sync INT8"),
     Kernel(6, "w8a16", "gemv_w8a16", W8A16, ("06.a", "06.b"), "06 fused W8A16 GEMV"),
+    Kernel(6, "w8a16", "gemv_w8a16_tiles", W8A16_TILES, ("06.a", "06.b"), "06 fused W8A16 GEMV, 16-row tiles"),
     Kernel(6, "w8a16", "gemv_f16", GEMV_F16, ("06.b",), "06 FP16 GEMV"),
     Kernel(6, "w8a16", "dequant_w8", DEQUANT_W8, ("06.a",), "06 dequantize INT8 to FP16"),
     Kernel(6, "w8a16", "gemm_w8a16", W8A16, ("06.a",), "06 fused W8A16 tiled"),

@@ -223,6 +223,33 @@ def _out(out, shape, name, device, dims=("M", "N")):
     return out
 
 
+def _bind_repacked(prob, launcher, name, default, cls, how, tensors):
+    """`op(x, w, out=None)` for a problem whose weights come repacked in a quant layout object of type `cls` (made by
+    `how`, for the error), with `.n`, `.k` and `.group`. `tensors(w, K)` lists the (tensor, dtype, shape, what) the
+    launcher `fn(x, *tensors, y, M, N, K)` takes, each checked before any launch."""
+    def op(x, w, out=None):
+        _need_2d(x, "x [M, K]", op.__name__)
+        if not isinstance(w, cls):
+            raise TypeError(f"{op.__name__}: w must be a quant.{cls.__name__} ({how}), got {type(w).__name__}")
+        M, K = x.shape
+        if w.k != K:
+            raise ValueError(f"{op.__name__}: x is [M={M}, K={K}] but the weights have K = {w.k}")
+        if w.group != prob.group:
+            raise ValueError(f"{op.__name__}: the kernel reads groups of {prob.group}, the weights have {w.group}")
+        _group_multiple(K, prob.group, op.__name__)
+        _need(x, torch.float16, (M, K), "x", op.__name__)
+        args = tensors(w, K)
+        for t, dtype, shape, what in args:
+            _need(t, dtype, shape, what, op.__name__)
+        out = _out(out, (M, w.n), op.__name__, x.device)
+        if M and w.n:
+            launcher(x, *(a[0] for a in args), out, M, w.n, K)
+        return out
+
+    op.__name__ = name or getattr(launcher, "__name__", default)
+    return op
+
+
 @dataclass
 class W8A16Linear(Linear):
     """y[M, N] = x[M, K] · Ŵᵀ with Ŵ = q · scale: INT8 weights q [N, K], FP16 scales [N, K/group]
@@ -283,6 +310,30 @@ class W8A16Linear(Linear):
 
     def call(self, op, inputs, out):
         op(*inputs, out=out)
+
+
+@dataclass
+class W8A16TilesLinear(W8A16Linear):
+    """Lesson 06: W8A16Linear's problem with q in 16-row tiles (harness.quant.to_tiles): `op(x, w, out=None)` with
+    w a quant.Int8Tiles. Launchers: `fn(x, q_tiles, scales, y, M, N, K)`, q_tiles int8 [ceil(N/16), K/64, 16, 64]."""
+    name: str = "w8a16_tiles"
+
+    def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
+        from . import quant
+        x, q, scale = W8A16Linear.make_inputs(self, shape, gen, device)
+        return x, quant.to_tiles(quant.Int8Weight(q, scale, self.group))
+
+    def reference(self, inputs):
+        x, w = inputs
+        return x.double() @ w.dequantize().double().T
+
+    def bind(self, launcher, name: str | None = None):
+        from . import quant
+        rows, kb = quant.TILE_ROWS, quant.TILE_K
+        return _bind_repacked(self, launcher, name, "w8a16_tiles_op", quant.Int8Tiles,
+                              "quant.to_tiles(quantize_int8(W, 128))", lambda w, K: [
+                                  (w.q, torch.int8, (-(-w.n // rows), K // kb, rows, kb), "w.q (16-row tiles)"),
+                                  (w.scale, torch.float16, (w.n, K // self.group), "w.scale")])
 
 
 @dataclass
@@ -367,31 +418,13 @@ class W4A16FragLinear(W4A16Linear):
 
     def bind(self, launcher, name: str | None = None):
         from . import quant
-        prob = self
-
-        def op(x, w, out=None):
-            _need_2d(x, "x [M, K]", op.__name__)
-            if not isinstance(w, quant.Int4Fragments):
-                raise TypeError(f"{op.__name__}: w must be a quant.Int4Fragments (quant.to_fragments(quantize_int4(W))), "
-                                f"got {type(w).__name__}")
-            M, K = x.shape
-            N, tiles = w.n, -(-w.n // quant.FRAG_ROWS)
-            if w.k != K:
-                raise ValueError(f"{op.__name__}: x is [M={M}, K={K}] but the weights have K = {w.k}")
-            if w.group != prob.group:
-                raise ValueError(f"{op.__name__}: the kernel reads groups of {prob.group}, the weights have {w.group}")
-            _group_multiple(K, prob.group, op.__name__)
-            _need(x, torch.float16, (M, K), "x", op.__name__)
-            _need(w.packed, torch.int32, (tiles, K // quant.FRAG_K, 32, 4), "w.packed (fragment order)", op.__name__)
-            _need(w.scale, torch.float16, (K // prob.group, tiles * quant.FRAG_ROWS), "w.scale (transposed, padded)",
-                  op.__name__)
-            out = _out(out, (M, N), op.__name__, x.device)
-            if M and N:
-                launcher(x, w.packed, w.scale, out, M, N, K)
-            return out
-
-        op.__name__ = name or getattr(launcher, "__name__", "w4a16_frag_op")
-        return op
+        rows = quant.FRAG_ROWS
+        return _bind_repacked(self, launcher, name, "w4a16_frag_op", quant.Int4Fragments,
+                              "quant.to_fragments(quantize_int4(W))", lambda w, K: [
+                                  (w.packed, torch.int32, (-(-w.n // rows), K // quant.FRAG_K, 32, 4),
+                                   "w.packed (fragment order)"),
+                                  (w.scale, torch.float16, (K // self.group, -(-w.n // rows) * rows),
+                                   "w.scale (transposed, padded)")])
 
 
 @dataclass

@@ -82,6 +82,48 @@ def quantize_int8(W: torch.Tensor, group: int | None = None) -> Int8Weight:
     return Int8Weight(q.reshape(W.shape), scale, group)
 
 
+TILE_ROWS, TILE_K = 16, 64  # lesson 06's tiled layout: 16 output rows × 64-wide K blocks (1 KB of INT8)
+
+
+@dataclass
+class Int8Tiles:
+    """Int8Weight's q in 16-row tiles, the order lesson 06's tiled GEMV reads it (`gemv_w8a16_tiles`).
+    q:     int8 [ceil(n/16), K/64, 16, 64]: tile, K block, row in the tile, weight; rows past n are 0.
+    scale: fp16 [n, K / group], as Int8Weight's."""
+    q: torch.Tensor
+    scale: torch.Tensor
+    n: int
+    group: int = 128
+
+    @property
+    def k(self) -> int:
+        return self.q.shape[1] * TILE_K
+
+    def codes(self) -> torch.Tensor:
+        """q back in row-major order, int8 [n, K] (the inverse of to_tiles)."""
+        tiles, blocks = self.q.shape[:2]
+        return self.q.permute(0, 2, 1, 3).reshape(tiles * TILE_ROWS, blocks * TILE_K)[: self.n]
+
+    def dequantize(self) -> torch.Tensor:
+        return Int8Weight(self.codes(), self.scale, self.group).dequantize()
+
+    def nbytes(self) -> int:
+        return self.q.numel() + self.scale.numel() * 2
+
+
+def to_tiles(qw: Int8Weight) -> Int8Tiles:
+    """Row-major INT8 → 16-row tiles. The same bytes in another order (plus zero rows up to a multiple of 16),
+    done once, offline, as a serving engine repacks weights at load time."""
+    N, K = qw.q.shape
+    if K % TILE_K:
+        raise ValueError(f"to_tiles: K = {K} must be a multiple of {TILE_K}")
+    tiles = -(-N // TILE_ROWS)
+    q = torch.zeros(tiles * TILE_ROWS, K, dtype=torch.int8, device=qw.q.device)
+    q[:N] = qw.q
+    q = q.reshape(tiles, TILE_ROWS, K // TILE_K, TILE_K).permute(0, 2, 1, 3).contiguous()
+    return Int8Tiles(q, qw.scale, N, qw.group)
+
+
 # ----------------------------------------------------------------------------------------------
 # INT4: packing, symmetric and asymmetric
 

@@ -27,7 +27,8 @@ def baseline_for(problem):
     import torch
     from . import quant
     from .problems import (AddRMSNorm, DecodeAttention, DequantNF4, DequantW8, NF4Linear, ScaleAdd, SiluMul, W4A8Linear,
-                           W4A16FragLinear, W4A16Linear, W8A8Linear, W8A16Linear, torch_int_mm, torch_linear, torch_w8a8)
+                           W4A16FragLinear, W4A16Linear, W8A8Linear, W8A16Linear, W8A16TilesLinear, torch_int_mm,
+                           torch_linear, torch_w8a8)
     if isinstance(problem, (AddRMSNorm, DecodeAttention, SiluMul)):
         from . import decode
         ops = decode.torch_ops()
@@ -48,6 +49,8 @@ def baseline_for(problem):
             W = quant.Int4Weight(q, s, problem.group, z[0] if z else None).dequantize().half()
             return torch.nn.functional.linear(x, W)
         return "PyTorch: dequantize + cuBLAS", deq4
+    if isinstance(problem, W8A16TilesLinear):
+        return "PyTorch: dequantize + cuBLAS", lambda x, w: torch.nn.functional.linear(x, w.dequantize().half())
     if isinstance(problem, W8A16Linear):
         return "PyTorch: dequantize + cuBLAS", lambda x, q, s: torch.nn.functional.linear(
             x, quant.Int8Weight(q, s, problem.group).dequantize().half())
@@ -151,7 +154,8 @@ def recorded_sections(lesson: int, *, prefer_local: bool) -> list[tuple[str, str
             found.append((name, f"Measured on {results.env_line(sec)}:\n{table(rows)}",
                           _lesson_figures(lesson, rows, out, "" if name == "bench" else name)))
         elif lesson == 6 and name == "table":
-            found.append((name, results.w8a16_markdown() + "\n\n" + results.w8a8_markdown(), []))
+            tiles = results.w8a16_tiles_markdown() if any(r["op"] == results.W8A16_TILES_OP for r in rows) else ""
+            found.append((name, "\n\n".join(t for t in (results.w8a16_markdown(), tiles, results.w8a8_markdown()) if t), []))
         elif lesson == 7 and name == "table":
             found.append((name, results.w4a16_markdown(), []))
         elif lesson == 8 and name == "dequant":

@@ -171,6 +171,35 @@ def test_w4a8_bind_rejects_bad_input():
     assert [a.dtype for a in calls[0][5:8]] == [torch.int8, torch.float32, torch.int32]
 
 
+def test_w8a16_tiles_bind_rejects_bad_input():
+    """Lesson 06's tiled-layout problem takes x and a quant.Int8Tiles; every wrong one is named before any launch."""
+    import torch
+    from harness import quant
+    prob = problems.W8A16TilesLinear()
+    calls = []
+    op = prob.bind(lambda *a: calls.append(a), "gemv_w8a16_tiles")
+    x, w = prob.make_inputs((3, 40, 256), torch.Generator().manual_seed(0), device="cpu")
+    assert isinstance(w, quant.Int8Tiles) and w.q.shape == (3, 4, 16, 64) and w.scale.shape == (40, 2)
+    assert prob.reference((x, w)).shape == (3, 40)
+    with pytest.raises(ValueError, match="the weights have K = 256"):
+        op(x[:, :128], w)
+    with pytest.raises(TypeError, match="x must be torch.float16"):
+        op(x.float(), w)
+    with pytest.raises(TypeError, match="must be a quant.Int8Tiles"):
+        op(x, quant.Int8Weight(w.codes(), w.scale, 128))
+    with pytest.raises(ValueError, match=r"w.scale must have shape \(40, 2\)"):
+        op(x, quant.Int8Tiles(w.q, w.scale[:, :1], w.n))
+    with pytest.raises(ValueError, match=r"w.q .* must have shape \(3, 4, 16, 64\)"):
+        op(x, quant.Int8Tiles(w.q[:2], w.scale, w.n))  # 40 rows need 3 tiles
+    with pytest.raises(TypeError, match=r"w.q .* must be torch.int8"):
+        op(x, quant.Int8Tiles(w.q.to(torch.uint8), w.scale, w.n))
+    with pytest.raises(ValueError, match="groups of 128"):
+        op(x, quant.Int8Tiles(w.q, w.scale, w.n, group=64))
+    assert not calls
+    y = op(x, w)
+    assert y.shape == (3, 40) and calls[0][-3:] == (3, 40, 256)
+
+
 def test_w4a16_frag_bind_rejects_bad_input():
     """Lesson 10's problem takes x and a quant.Int4Fragments; every wrong one is named before any launch."""
     import torch

@@ -160,6 +160,23 @@ def test_fragment_order_refuses_what_it_cannot_hold():
         quant.to_fragments(quant.quantize_int4(W, 32))
 
 
+def test_int8_tiles_hold_each_tile_k_block_contiguously():
+    """Lesson 06: to_tiles stores q[16·tile + r, 64·b + c] at [tile, b, r, c] (rows past N zero), and codes() undoes it."""
+    W = torch.randn(37, 256, generator=torch.Generator().manual_seed(4))
+    qw = quant.quantize_int8(W, 128)
+    tw = quant.to_tiles(qw)
+    assert tw.q.shape == (3, 4, 16, 64) and tw.q.dtype == torch.int8 and tw.q.is_contiguous()
+    for tile, b, r, c in ((0, 0, 0, 0), (1, 3, 7, 63), (2, 2, 4, 17)):
+        assert tw.q[tile, b, r, c] == qw.q[16 * tile + r, 64 * b + c]
+    assert (tw.q[2, :, 5:] == 0).all()  # rows 37..47
+    flat = tw.q.reshape(-1)  # a tile's K block is 1 KB in a row: tile 1, block 2 starts at (1·4 + 2)·1024
+    assert torch.equal(flat[6 * 1024:7 * 1024].reshape(16, 64), qw.q[16:32, 128:192])
+    assert torch.equal(tw.codes(), qw.q) and torch.equal(tw.dequantize(), qw.dequantize())
+    assert tw.k == 256 and tw.scale is qw.scale and tw.nbytes() == 3 * 4 * 1024 + 37 * 2 * 2
+    with pytest.raises(ValueError, match="must be a multiple of 64"):
+        quant.to_tiles(quant.Int8Weight(torch.zeros(16, 96, dtype=torch.int8), torch.ones(16, 3, dtype=torch.float16), 32))
+
+
 def test_per_token_int8():
     x = torch.randn(7, 300) * torch.linspace(0.1, 10, 7)[:, None]
     q, s = quant.quantize_per_token_int8(x)

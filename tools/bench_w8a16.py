@@ -9,6 +9,7 @@ for the shipped file).
 (c) separate CUDA: our dequantize kernel, then our FP16 GEMV (M <= 16) or lesson 04's mma.sync GEMM
 (d) fused: dequantize in registers, no FP16 W in memory: linear_w8a16 (the GEMV to M = 16, the tiled kernel
     above); the GEMV and the tiled kernel are also timed on their own at every M
+(e) M <= 16: the fused GEMV on the same weights stored in 16-row tiles (quant.to_tiles, repacked before timing)
 W8A8 (M > 16, where torch._int_mm runs): our per-token quantize + INT8 GEMM with the scaling epilogue, against
 PyTorch's quantize + torch._int_mm + scaling, and torch._int_mm alone on x quantized beforehand (the GEMM
 without the rest). Its rows carry speedup_vs_torch (over PyTorch's whole route) as well as speedup_vs_b.
@@ -19,6 +20,7 @@ import math
 import torch
 
 from harness import bench, build, catalog, quant, results, roofline
+from harness.results import W8A16_TILES_OP
 from harness.problems import torch_w8a8
 
 SHAPES_KN = [(4096, 4096), (4096, 14336), (14336, 4096), (8192, 8192)]
@@ -35,6 +37,7 @@ def main():
     prob = catalog.W8A16
     fused = prob.bind(mod.linear_w8a16)
     gemv, tiled = prob.bind(mod.gemv_w8a16), prob.bind(mod.gemm_w8a16)
+    gemv_tiles = catalog.W8A16_TILES.bind(mod.gemv_w8a16_tiles)
     w8a8 = catalog.W8A8.bind(mod.linear_w8a8)
     dequant = catalog.DEQUANT_W8.bind(mod.dequant_w8)
     gemv16 = catalog.GEMV_F16.bind(mod.gemv_f16)
@@ -66,6 +69,9 @@ def main():
                    "(a) unfused Python": unfused_python, "(b) unfused cuBLAS": unfused_cublas,
                    "(c) separate CUDA": separate_cuda, "(d) fused W8A16": fused,
                    "(d) fused, GEMV kernel": gemv, "(d) fused, tiled kernel": tiled}
+            if M <= 16:  # the weights in tiles, each set's own, repacked before timing (an offline step)
+                tw = {id(s[1]): quant.to_tiles(quant.Int8Weight(s[1], s[2], prob.group)) for s in sets}
+                ops[W8A16_TILES_OP] = lambda x, q, s: gemv_tiles(x, tw[id(q)])
             try:
                 int8pack(*sets[0])
                 ops["torch._weight_int8pack_mm (per-channel)"] = int8pack
@@ -104,6 +110,7 @@ def main():
                 print(f"  {r['op']:<40} {r['us']:>9.1f} µs {r['gbs']:>7,.0f} GB/s {r['pct_copy_bw']:>6.1f}% of copy bw "
                       f"{r['speedup_vs_b']:>6.2f}× vs (b)")
             del sets, w16
+            tw = None
     if a.record:
         results.record(6, "table", rows)
 

@@ -9,6 +9,8 @@
 //   gemv_w8a16   the fused decode kernel (M ≤ 16): the same GEMV reading q and scale, dequantizing in
 //                registers. The two GEMVs are one template: they differ only in how a lane's 16 weights
 //                become 8 half2 words.
+//   gemv_w8a16_tiles  the same fused GEMV on q stored in 16-row tiles (quant.to_tiles): the same bytes in
+//                the order the kernel reads them;
 //   gemm_w8a16   the fused tiled kernel for larger M: cp.async tiles in shared memory, weights
 //                dequantized from shared memory straight into mma fragments, split-K for skinny grids;
 //   linear_w8a16 what a model calls: the GEMV up to M = 16, the tiled kernel above;
@@ -147,27 +149,37 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
 // products are the same. (Marlin reorders the weights offline to the same end.) With GEMV_I8_CHUNKS = 2 a
 // lane takes 32 INT8 weights of a 128-wide block, and the renaming runs over 8 steps.
 // M > 16: grid.y gives each 16 tokens their own blocks, which re-read W: correct for any M, fast only to 16.
+//
+// TILES: the weights stored in 16-row tiles (quant.to_tiles, done once offline): tile [K/64][16 rows][64
+// bytes], so the 1 KB of a tile's K block is contiguous and a block (one tile, R = 2) reads one contiguous
+// stream, as lesson 12's pure read does. Row-major, the same block reads 64 bytes from each of its 16 rows
+// per K block, K bytes apart. Same loads, same arithmetic, the same result bit for bit, and 1.04-1.14× as
+// fast on the three large shapes at M ≤ 16 (NOTES.md). LOW: M ≤ 8, so x's rows g + 8 are zero, never loaded.
 #ifndef GEMV_MIN_BLOCKS
 #define GEMV_MIN_BLOCKS 1
 #endif
-template <class WF, int R>  // R: n8 tiles per block, which computes 16 tokens × 8·R outputs
-__global__ void __launch_bounds__(THREADS, GEMV_MIN_BLOCKS)
+// R: n8 tiles per block (16 tokens × 8·R outputs); UU: K blocks each warp loads before using the first.
+template <class WF, int R, bool TILES = false, bool LOW = false, int UU = U>
+__global__ void __launch_bounds__(THREADS, TILES ? (UU == 1 || LOW ? 4 : 2) : GEMV_MIN_BLOCKS)
 gemv_kernel(const __half* __restrict__ x, const typename WF::T* __restrict__ W, const __half* __restrict__ scales,
             __half* __restrict__ y, int M, int N, int K, bool pdl) {
     pdl_trigger();
     __shared__ float red[WARPS][R][32][4];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int n0 = blockIdx.x * 8 * R, m0 = blockIdx.y * 16;
-    const bool row_lo = m0 + g < M, row_hi = m0 + g + 8 < M;  // x rows this lane feeds (others are zero)
+    const bool row_lo = m0 + g < M, row_hi = !LOW && m0 + g + 8 < M;  // x rows this lane feeds (others are zero)
     constexpr int KB = WF::KB, WORDS = WF::WORDS, XL = WORDS / 4;  // XL: 16-byte loads of x per row
+    static_assert(!TILES || (R == 2 && KB == 64), "a tile is 16 rows × 64-wide K blocks: one per block");
+    constexpr size_t WSTEP = TILES ? 16 * KB : KB;  // elements from a row's K block to its next
     const __half* x_lo = x + (size_t)(row_lo ? m0 + g : 0) * K + 2 * WORDS * t;
     const __half* x_hi = x + (size_t)(row_hi ? m0 + g + 8 : 0) * K + 2 * WORDS * t;
     const typename WF::T* wrow[R];
     const __half* srow[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) {  // a row past N re-reads row N-1; its outputs are not stored
+    for (int r = 0; r < R; ++r) {  // a row past N re-reads row N-1 (tiles: a zero row); its outputs are not stored
         const int n = min(n0 + 8 * r + g, N - 1);
-        wrow[r] = W + (size_t)n * K + 2 * WORDS * t;
+        wrow[r] = TILES ? W + (size_t)blockIdx.x * 16 * K + (8 * r + g) * KB + 2 * WORDS * t
+                        : W + (size_t)n * K + 2 * WORDS * t;
         srow[r] = scales ? scales + (size_t)n * (K / GROUP) : nullptr;
     }
     float acc[R][4] = {};
@@ -175,19 +187,20 @@ gemv_kernel(const __half* __restrict__ x, const typename WF::T* __restrict__ W, 
     // x comes from the previous kernel. Under PDL the first step's weights are asked of L2 before waiting for it
     // (a prefetch holds no register: loading them here would cost this kernel a block per SM at R = 2).
 #pragma unroll
-    for (int u = 0; u < U; ++u)
+    for (int u = 0; u < UU; ++u)
 #pragma unroll
         for (int r = 0; r < R; ++r)
-            if (pdl && warp + u * WARPS < kblocks) prefetch_l2(wrow[r] + (size_t)(warp + u * WARPS) * KB);
+            if (pdl && warp + u * WARPS < kblocks) prefetch_l2(wrow[r] + (size_t)(warp + u * WARPS) * WSTEP);
     pdl_wait();
-    for (int kb0 = warp; kb0 < kblocks; kb0 += WARPS * U) {
-        int4 wv[U][R][WF::LOADS], xv[U][2][XL];
+#pragma unroll 1  // (left to itself, nvcc unrolls the tiled M ≤ 8 kernel's loop 3 times and spills at 64 registers)
+    for (int kb0 = warp; kb0 < kblocks; kb0 += WARPS * UU) {
+        int4 wv[UU][R][WF::LOADS], xv[UU][2][XL];
 #pragma unroll
-        for (int u = 0; u < U; ++u) {  // all of this step's loads first: U·R weight loads in flight
+        for (int u = 0; u < UU; ++u) {  // all of this step's loads first: UU·R weight loads in flight
             const int kb = kb0 + u * WARPS;  // the block's warps read adjacent 64-wide blocks together
             if (kb >= kblocks) continue;
 #pragma unroll
-            for (int r = 0; r < R; ++r) WF::load(wrow[r] + (size_t)kb * KB, wv[u][r]);
+            for (int r = 0; r < R; ++r) WF::load(wrow[r] + (size_t)kb * WSTEP, wv[u][r]);
             const int4 zero = make_int4(0, 0, 0, 0);
 #pragma unroll
             for (int i = 0; i < XL; ++i) {
@@ -196,7 +209,7 @@ gemv_kernel(const __half* __restrict__ x, const typename WF::T* __restrict__ W, 
             }
         }
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
+        for (int u = 0; u < UU; ++u) {
             const int kb = kb0 + u * WARPS;
             if (kb >= kblocks) continue;
             const uint32_t* xl = reinterpret_cast<const uint32_t*>(xv[u][0]);  // row g: WORDS words
@@ -238,6 +251,26 @@ static void launch_gemv(const __half* x, const typename WF::T* W, const __half* 
         launch_pdl(gemv_kernel<WF, 4>, dim3((N + 31) / 32, (M + 15) / 16), THREADS, 0, stream, x, W, scales, y, M, N, K, g_pdl);
     else
         launch_pdl(gemv_kernel<WF, 2>, dim3((N + 15) / 16, (M + 15) / 16), THREADS, 0, stream, x, W, scales, y, M, N, K, g_pdl);
+}
+
+// The fused GEMV on weights in 16-row tiles: one tile per block. With at least two tiles per SM, each warp keeps
+// one K block in flight and four blocks share an SM (≤ 64 registers); with fewer tiles, each warp keeps two
+// (NOTES.md: the sweep behind both).
+template <bool LOW, int UU>
+static void launch_tiles(const __half* x, const int8_t* q, const __half* scales, __half* y, int M, int N, int K,
+                         cudaStream_t stream) {
+    launch_pdl(gemv_kernel<I8W, 2, true, LOW, UU>, dim3((N + 15) / 16, LOW ? 1 : (M + 15) / 16), THREADS, 0, stream, x, q,
+               scales, y, M, N, K, g_pdl);
+}
+static void launch_gemv_tiles(const __half* x, const int8_t* q, const __half* scales, __half* y, int M, int N, int K,
+                              cudaStream_t stream) {
+    if constexpr (I8W::KB == 64) {  // the tile's K block (a GEMV_I8_CHUNKS = 2 build has none)
+        static int sms = 0;
+        if (!sms) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+        const bool many = (N + 15) / 16 >= 2 * sms;
+        if (M <= 8) (many ? launch_tiles<true, 1> : launch_tiles<true, 2>)(x, q, scales, y, M, N, K, stream);
+        else (many ? launch_tiles<false, 1> : launch_tiles<false, 2>)(x, q, scales, y, M, N, K, stream);
+    }
 }
 
 // Dequantize: W[n, k] = q[n, k] · scale[n, k / 128], 16 weights per thread (16 bytes in, 32 bytes out).
@@ -632,6 +665,13 @@ EXPORT void gemv_w8a16(const __half* x, const int8_t* q, const __half* scales, _
                        cudaStream_t stream) {
     if (K % GROUP || !aligned16(x) || !aligned16(q)) return;
     launch_gemv<I8W>(x, q, scales, y, M, N, K, stream);
+}
+
+// q in 16-row tiles (quant.to_tiles): int8 [ceil(N/16), K/64, 16, 64], rows past N zero; scales as gemv_w8a16's.
+EXPORT void gemv_w8a16_tiles(const __half* x, const int8_t* q, const __half* scales, __half* y, int M, int N, int K,
+                             cudaStream_t stream) {
+    if (K % GROUP || !aligned16(x) || !aligned16(q)) return;
+    launch_gemv_tiles(x, q, scales, y, M, N, K, stream);
 }
 
 EXPORT void gemv_f16(const __half* x, const __half* W, __half* y, int M, int N, int K, cudaStream_t stream) {
