@@ -153,8 +153,8 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
 // TILES: the weights stored in 16-row tiles (quant.to_tiles, done once offline): tile [K/64][16 rows][64
 // bytes], so the 1 KB of a tile's K block is contiguous and a block (one tile, R = 2) reads one contiguous
 // stream, as lesson 12's pure read does. Row-major, the same block reads 64 bytes from each of its 16 rows
-// per K block, K bytes apart. Same loads, same arithmetic, the same result bit for bit, and 1.04-1.14× as
-// fast on the three large shapes at M ≤ 16 (NOTES.md). LOW: M ≤ 8, so x's rows g + 8 are zero, never loaded.
+// per K block, K bytes apart. Same loads, same arithmetic, the same result bit for bit, and 1.02-1.12× as
+// fast on the three large shapes at M ≤ 16 in lesson 06's recorded run (NOTES.md). LOW: M ≤ 8, so x's rows g + 8 are zero, never loaded.
 #ifndef GEMV_MIN_BLOCKS
 #define GEMV_MIN_BLOCKS 1
 #endif
