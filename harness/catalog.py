@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import torch
 
 from .problems import (AddRMSNorm, DecodeAttention, DequantNF4, DequantW4, DequantW8, GemvLinear, Linear, NF4Linear,
-                       ScaleAdd, SiluMul, W4A8Linear, W4A16FragLinear, W4A16Linear, W8A8Linear, W8A16Linear,
-                       W8A16TilesLinear)
+                       ScaleAdd, SiluMul, W4A8Linear, W4A16FragLinear, W4A16Linear, W4A16TilesLinear, W8A8Linear,
+                       W8A16Linear, W8A16TilesLinear)
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,8 @@ DEQUANT_W8 = DequantW8()
 W8A8 = W8A8Linear()
 W4A16 = W4A16Linear()
 W4A16_ASYM = W4A16Linear(symmetric=False, name="w4a16_asym")
+W4A16_TILES = W4A16TilesLinear()
+W4A16_TILES_ASYM = W4A16TilesLinear(symmetric=False, name="w4a16_tiles_asym")
 DEQUANT_W4 = DequantW4()
 DEQUANT_NF4 = DequantNF4()
 NF4_LINEAR = NF4Linear()
@@ -64,6 +66,9 @@ KERNELS = [
     Kernel(6, "w8a16", "linear_w8a8", W8A8, ("06.c",), "06 W8A8 (per-token quantize + INT8 GEMM)"),
     Kernel(7, "w4a16", "gemv_w4a16", W4A16, ("07.a", "07.b"), "07 fused W4A16 GEMV"),
     Kernel(7, "w4a16", "gemv_w4a16_asym", W4A16_ASYM, ("07.a", "07.b"), "07 fused W4A16 GEMV, zero points"),
+    Kernel(7, "w4a16", "gemv_w4a16_tiles", W4A16_TILES, ("07.a", "07.b"), "07 fused W4A16 GEMV, 16-row tiles"),
+    Kernel(7, "w4a16", "gemv_w4a16_tiles_asym", W4A16_TILES_ASYM, ("07.a", "07.b"),
+           "07 fused W4A16 GEMV, 16-row tiles, zero points"),
     Kernel(7, "w4a16", "gemm_w4a16", W4A16, ("07.a",), "07 fused W4A16 tiled"),
     Kernel(7, "w4a16", "gemm_w4a16_asym", W4A16_ASYM, ("07.a",), "07 fused W4A16 tiled, zero points"),
     Kernel(7, "w4a16", "linear_w4a16", W4A16, ("07.a", "07.b"), "07 fused W4A16 (GEMV to M=16, then tiled)"),

@@ -398,6 +398,44 @@ class W4A16Linear(Linear):
 
 
 @dataclass
+class W4A16TilesLinear(W4A16Linear):
+    """Lesson 07: W4A16Linear's problem with the packed weights in 16-row tiles (harness.quant.to_tiles):
+    `op(x, w, out=None)` with w a quant.Int4Tiles, symmetric or not as the problem. Launchers:
+    `fn(x, packed, scales, y, M, N, K)` or `fn(x, packed, scales, zeros, y, M, N, K)`, packed int32
+    [ceil(N/16), K/128, 16, 16], scales fp16 (zeros uint8) [ceil(N/16), K/128, 16]."""
+    name: str = "w4a16_tiles"
+    # + an odd tile count where a block takes two tiles (N ≥ 32·132 on the H100): the last block's second is past N
+    check_shapes: tuple = W4A16Linear.check_shapes + ((2, 4200, 256), (9, 4200, 384))
+
+    def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
+        from . import quant
+        x, packed, scale, *zero = W4A16Linear.make_inputs(self, shape, gen, device)
+        return x, quant.to_tiles(quant.Int4Weight(packed, scale, self.group, zero[0] if zero else None))
+
+    def reference(self, inputs):
+        x, w = inputs
+        return x.double() @ w.dequantize().double().T
+
+    def bind(self, launcher, name: str | None = None):
+        from . import quant
+        rows, kb = quant.TILE_ROWS, quant.TILE_K4
+
+        def tensors(w, K):
+            if w.symmetric != self.symmetric:
+                raise ValueError(f"{op.__name__}: this kernel reads the {'symmetric' if self.symmetric else 'asymmetric'}"
+                                 f" format, the weights are {'symmetric' if w.symmetric else 'asymmetric (zero points)'}")
+            tiles = (-(-w.n // rows), K // kb)
+            ts = [(w.packed, torch.int32, (*tiles, rows, kb // 8), "w.packed (16-row tiles)"),
+                  (w.scale, torch.float16, (*tiles, rows), "w.scale (16-row tiles)")]
+            return ts + ([] if w.symmetric else [(w.zero, torch.uint8, (*tiles, rows), "w.zero (16-row tiles)")])
+
+        op = _bind_repacked(self, launcher, name, "w4a16_tiles_op", quant.Int4Tiles,
+                            f"quant.to_tiles(quantize_int4(W, 128{'' if self.symmetric else ', symmetric=False'}))",
+                            tensors)
+        return op
+
+
+@dataclass
 class W4A16FragLinear(W4A16Linear):
     """Lesson 10: W4A16Linear's problem with the weights in mma fragment order (harness.quant.to_fragments):
     `op(x, w, out=None)` with w a quant.Int4Fragments. Symmetric only.

@@ -83,6 +83,22 @@ def quantize_int8(W: torch.Tensor, group: int | None = None) -> Int8Weight:
 
 
 TILE_ROWS, TILE_K = 16, 64  # lesson 06's tiled layout: 16 output rows × 64-wide K blocks (1 KB of INT8)
+TILE_K4 = 128                # lesson 07's, INT4: 16 rows × 128-wide K blocks (one group: 1 KB packed)
+
+
+def _tile_rows(t: torch.Tensor, block: int) -> torch.Tensor:
+    """[n, C] → [ceil(n/16), C/block, 16, block]: tile, column block, row in the tile, column (zero rows past n)."""
+    n, cols = t.shape
+    tiles = -(-n // TILE_ROWS)
+    padded = torch.zeros(tiles * TILE_ROWS, cols, dtype=t.dtype, device=t.device)
+    padded[:n] = t
+    return padded.reshape(tiles, TILE_ROWS, cols // block, block).permute(0, 2, 1, 3).contiguous()
+
+
+def _untile_rows(t: torch.Tensor, n: int) -> torch.Tensor:
+    """The inverse of _tile_rows: [tiles, C/block, 16, block] → [n, C]."""
+    tiles, blocks, rows, block = t.shape
+    return t.permute(0, 2, 1, 3).reshape(tiles * rows, blocks * block)[:n]
 
 
 @dataclass
@@ -101,27 +117,13 @@ class Int8Tiles:
 
     def codes(self) -> torch.Tensor:
         """q back in row-major order, int8 [n, K] (the inverse of to_tiles)."""
-        tiles, blocks = self.q.shape[:2]
-        return self.q.permute(0, 2, 1, 3).reshape(tiles * TILE_ROWS, blocks * TILE_K)[: self.n]
+        return _untile_rows(self.q, self.n)
 
     def dequantize(self) -> torch.Tensor:
         return Int8Weight(self.codes(), self.scale, self.group).dequantize()
 
     def nbytes(self) -> int:
         return self.q.numel() + self.scale.numel() * 2
-
-
-def to_tiles(qw: Int8Weight) -> Int8Tiles:
-    """Row-major INT8 → 16-row tiles. The same bytes in another order (plus zero rows up to a multiple of 16),
-    done once, offline, as a serving engine repacks weights at load time."""
-    N, K = qw.q.shape
-    if K % TILE_K:
-        raise ValueError(f"to_tiles: K = {K} must be a multiple of {TILE_K}")
-    tiles = -(-N // TILE_ROWS)
-    q = torch.zeros(tiles * TILE_ROWS, K, dtype=torch.int8, device=qw.q.device)
-    q[:N] = qw.q
-    q = q.reshape(tiles, TILE_ROWS, K // TILE_K, TILE_K).permute(0, 2, 1, 3).contiguous()
-    return Int8Tiles(q, qw.scale, N, qw.group)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -190,6 +192,59 @@ def quantize_int4(W: torch.Tensor, group: int = 128, symmetric: bool = True) -> 
     zero = torch.round(-lo / s).clamp(0, 15)
     q = (torch.round(g / s[..., None]) + zero[..., None]).clamp(0, 15)
     return Int4Weight(pack_int4(q.reshape(W.shape).to(torch.int16)), scale, group, zero.to(torch.uint8))
+
+
+@dataclass
+class Int4Tiles:
+    """Int4Weight (group 128) in 16-row tiles, the order lesson 07's tiled GEMV reads it (`gemv_w4a16_tiles`):
+    packed: int32 [ceil(n/16), K/128, 16, 16]: tile, K block (one group), row in the tile, word;
+    scale:  fp16 [ceil(n/16), K/128, 16] and zero (asymmetric) uint8, the same order; rows past n are 0."""
+    packed: torch.Tensor
+    scale: torch.Tensor
+    n: int
+    group: int = 128
+    zero: torch.Tensor | None = None
+
+    @property
+    def k(self) -> int:
+        return self.packed.shape[1] * TILE_K4
+
+    @property
+    def symmetric(self) -> bool:
+        return self.zero is None
+
+    def rows(self) -> Int4Weight:
+        """The row-major Int4Weight (the inverse of to_tiles)."""
+        def back(t):
+            return None if t is None else _untile_rows(t[..., None], self.n)
+        return Int4Weight(_untile_rows(self.packed, self.n), back(self.scale), self.group, back(self.zero))
+
+    def dequantize(self) -> torch.Tensor:
+        return self.rows().dequantize()
+
+    def nbytes(self) -> int:
+        return self.packed.numel() * 4 + self.scale.numel() * 2 + (0 if self.zero is None else self.zero.numel())
+
+
+def to_tiles(qw: Int8Weight | Int4Weight) -> Int8Tiles | Int4Tiles:
+    """Row-major INT8 or packed INT4 → 16-row tiles of 64 bytes per row and K block (64 INT8 or 128 INT4 weights).
+    The same bytes in another order (plus zero rows up to a multiple of 16), done once, offline, as a serving engine
+    repacks weights at load time. INT8 scales keep their row-major layout; INT4 scales (and zero points) are tiled
+    too, 16 rows per K block, so that the kernel reaches a row and the row 8 below it from one pointer."""
+    if isinstance(qw, Int8Weight):
+        K = qw.q.shape[1]
+        if K % TILE_K:
+            raise ValueError(f"to_tiles: K = {K} must be a multiple of {TILE_K}")
+        return Int8Tiles(_tile_rows(qw.q, TILE_K), qw.scale, qw.q.shape[0], qw.group)
+    if isinstance(qw, Int4Weight):
+        if qw.group != TILE_K4:
+            raise ValueError(f"to_tiles: INT4 tiles hold one group of {TILE_K4} per K block; these weights have "
+                             f"groups of {qw.group}")
+        def per_row(t):  # one value per row and group → [tiles, K/128, 16], the weights' order
+            return None if t is None else _tile_rows(t, 1)[..., 0].contiguous()
+        return Int4Tiles(_tile_rows(qw.packed, TILE_K4 // 8), per_row(qw.scale), qw.packed.shape[0], qw.group,
+                         per_row(qw.zero))
+    raise TypeError(f"to_tiles: takes a quant.Int8Weight or quant.Int4Weight, got {type(qw).__name__}")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -27,8 +27,8 @@ def baseline_for(problem):
     import torch
     from . import quant
     from .problems import (AddRMSNorm, DecodeAttention, DequantNF4, DequantW8, NF4Linear, ScaleAdd, SiluMul, W4A8Linear,
-                           W4A16FragLinear, W4A16Linear, W8A8Linear, W8A16Linear, W8A16TilesLinear, torch_int_mm,
-                           torch_linear, torch_w8a8)
+                           W4A16FragLinear, W4A16Linear, W4A16TilesLinear, W8A8Linear, W8A16Linear, W8A16TilesLinear,
+                           torch_int_mm, torch_linear, torch_w8a8)
     if isinstance(problem, (AddRMSNorm, DecodeAttention, SiluMul)):
         from . import decode
         ops = decode.torch_ops()
@@ -42,7 +42,7 @@ def baseline_for(problem):
         def deq_w4a8(x, *w):  # the weights dequantized to FP16 (their INT8 codes × scale), then cuBLAS
             return torch.nn.functional.linear(x, problem.weight((x, *w)).dequantize().half())
         return "PyTorch: dequantize + cuBLAS", deq_w4a8
-    if isinstance(problem, W4A16FragLinear):
+    if isinstance(problem, (W4A16FragLinear, W4A16TilesLinear)):
         return "PyTorch: dequantize + cuBLAS", lambda x, w: torch.nn.functional.linear(x, w.dequantize().half())
     if isinstance(problem, W4A16Linear):
         def deq4(x, q, s, *z):
@@ -157,7 +157,8 @@ def recorded_sections(lesson: int, *, prefer_local: bool) -> list[tuple[str, str
             tiles = results.w8a16_tiles_markdown() if any(r["op"] == results.W8A16_TILES_OP for r in rows) else ""
             found.append((name, "\n\n".join(t for t in (results.w8a16_markdown(), tiles, results.w8a8_markdown()) if t), []))
         elif lesson == 7 and name == "table":
-            found.append((name, results.w4a16_markdown(), []))
+            tiles = results.w4a16_tiles_markdown() if any(r["op"] == results.W4A16_TILES_OP for r in rows) else ""
+            found.append((name, "\n\n".join(t for t in (results.w4a16_markdown(), tiles) if t), []))
         elif lesson == 8 and name == "dequant":
             found.append(("dequant, gemv", results.nf4_markdown(), []))
         elif lesson == 9 and name == "table":

@@ -231,6 +231,30 @@ def w4a16_markdown(section: str = "table") -> str:
     return "\n".join(out)
 
 
+W4A16_ROWS_OP, W4A16_TILES_OP = "(07) GEMV, row-major", "(07) GEMV, 16-row tiles"
+
+
+def w4a16_tiles_markdown(section: str = "table") -> str:
+    """Lesson 07's decode GEMV on row-major packed weights against the same kernel on weights in 16-row tiles
+    (M ≤ 16), with cuBLAS FP16 and tinygemm from the same run."""
+    sec = load(7, section, prefer_local=False)
+    rows = {(r["op"], tuple(r["shape"])): r for r in sec["rows"]}
+    out = ["| K × N | M | cuBLAS FP16 | tinygemm (bf16) | GEMV, row-major | % copy bw | GEMV, 16-row tiles | % copy bw | "
+           "tiles vs row-major | tiles vs cuBLAS FP16 | tiles vs tinygemm |", "|---|---:|" + "---:|" * 9]
+    for (op, s), e in rows.items():
+        if op != W4A16_TILES_OP:
+            continue
+        d, cub = rows[(W4A16_ROWS_OP, s)], rows[("cuBLAS FP16 (FP16 weights)", s)]
+        tiny = rows.get(("tinygemm (_weight_int4pack_mm, bf16)", s))
+        out.append(f"| {s[2]} × {s[1]} | {s[0]} | {cub['us']:,.1f} | {tiny['us'] if tiny else float('nan'):,.1f} | "
+                   f"{d['us']:,.1f} | {d['pct_copy_bw']:.1f}% | {e['us']:,.1f} | {e['pct_copy_bw']:.1f}% | "
+                   f"{d['us'] / e['us']:.2f}× | {cub['us'] / e['us']:.2f}× | "
+                   + (f"{tiny['us'] / e['us']:.2f}× |" if tiny else "– |"))
+    out.append(f"\nµs, median; weights rotated past L2; the two GEMVs are the same kernel, same arithmetic, on the same "
+               f"bytes in two orders. Measured on {env_line(sec)}.")
+    return "\n".join(out)
+
+
 def nf4_markdown() -> str:
     """Lesson 08's two tables: the NF4 dequantize kernels (µs, % of copy bandwidth), and the fused NF4 GEMV against
     cuBLAS FP16, dequantize + cuBLAS and lesson 07's W4A16 GEMV."""
@@ -419,6 +443,7 @@ README_TABLES = {
     "06_w8a16_tiles": w8a16_tiles_markdown,
     "06_w8a8": w8a8_markdown,
     "07_w4a16": w4a16_markdown,
+    "07_w4a16_tiles": w4a16_tiles_markdown,
     "08_nf4": nf4_markdown,
     "09_w4a8": w4a8_markdown,
     "10_ladder": pipe_ladder_markdown,

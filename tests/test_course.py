@@ -171,6 +171,41 @@ def test_w4a8_bind_rejects_bad_input():
     assert [a.dtype for a in calls[0][5:8]] == [torch.int8, torch.float32, torch.int32]
 
 
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_w4a16_tiles_bind_rejects_bad_input(symmetric):
+    """Lesson 07's tiled-layout problems take x and a quant.Int4Tiles of their own format; every wrong one is named
+    before any launch."""
+    import torch
+    from harness import quant
+    prob = problems.W4A16TilesLinear(symmetric=symmetric)
+    other = problems.W4A16TilesLinear(symmetric=not symmetric)
+    calls = []
+    op = prob.bind(lambda *a: calls.append(a), "gemv_w4a16_tiles")
+    x, w = prob.make_inputs((3, 40, 256), torch.Generator().manual_seed(0), device="cpu")
+    assert isinstance(w, quant.Int4Tiles) and w.packed.shape == (3, 2, 16, 16) and w.scale.shape == (3, 2, 16)
+    assert prob.reference((x, w)).shape == (3, 40)
+    with pytest.raises(ValueError, match="the weights have K = 256"):
+        op(x[:, :128], w)
+    with pytest.raises(TypeError, match="x must be torch.float16"):
+        op(x.float(), w)
+    with pytest.raises(TypeError, match="must be a quant.Int4Tiles"):
+        op(x, w.rows())
+    with pytest.raises(ValueError, match="asymmetric" if symmetric else "the weights are symmetric"):
+        op(x, other.make_inputs((3, 40, 256), torch.Generator().manual_seed(1), device="cpu")[1])
+    with pytest.raises(ValueError, match=r"w.scale .* must have shape \(3, 2, 16\)"):
+        op(x, quant.Int4Tiles(w.packed, w.scale[:, :1], w.n, zero=w.zero))
+    with pytest.raises(ValueError, match=r"w.packed .* must have shape \(3, 2, 16, 16\)"):
+        op(x, quant.Int4Tiles(w.packed[:2], w.scale, w.n, zero=w.zero))  # 40 rows need 3 tiles
+    with pytest.raises(TypeError, match=r"w.packed .* must be torch.int32"):
+        op(x, quant.Int4Tiles(w.packed.to(torch.int64), w.scale, w.n, zero=w.zero))
+    if not symmetric:
+        with pytest.raises(ValueError, match=r"w.zero .* must have shape \(3, 2, 16\)"):
+            op(x, quant.Int4Tiles(w.packed, w.scale, w.n, zero=w.zero[:, :1]))
+    assert not calls
+    y = op(x, w)
+    assert y.shape == (3, 40) and calls[0][-3:] == (3, 40, 256) and len(calls[0]) == (7 if symmetric else 8)
+
+
 def test_w8a16_tiles_bind_rejects_bad_input():
     """Lesson 06's tiled-layout problem takes x and a quant.Int8Tiles; every wrong one is named before any launch."""
     import torch

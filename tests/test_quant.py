@@ -177,6 +177,36 @@ def test_int8_tiles_hold_each_tile_k_block_contiguously():
         quant.to_tiles(quant.Int8Weight(torch.zeros(16, 96, dtype=torch.int8), torch.ones(16, 3, dtype=torch.float16), 32))
 
 
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_int4_tiles_hold_each_group_of_16_rows_contiguously(symmetric):
+    """Lesson 07: to_tiles stores packed[16·tile + r, 16·b + w] at [tile, b, r, w] and scale[16·tile + r, b] at
+    [tile, b, r] (zero points too; rows past N zero), and rows() undoes it."""
+    W = torch.randn(37, 384, generator=torch.Generator().manual_seed(5))
+    qw = quant.quantize_int4(W, 128, symmetric)
+    tw = quant.to_tiles(qw)
+    assert isinstance(tw, quant.Int4Tiles) and tw.symmetric == symmetric
+    assert tw.packed.shape == (3, 3, 16, 16) and tw.packed.dtype == torch.int32 and tw.packed.is_contiguous()
+    for tile, b, r, w in ((0, 0, 0, 0), (1, 2, 7, 15), (2, 1, 4, 9)):
+        assert tw.packed[tile, b, r, w] == qw.packed[16 * tile + r, 16 * b + w]
+    assert (tw.packed[2, :, 5:] == 0).all()  # rows 37..47
+    flat = tw.packed.reshape(-1)  # a tile's group is 1 KB in a row: tile 1, group 2 starts at word (1·3 + 2)·256
+    assert torch.equal(flat[5 * 256:6 * 256].reshape(16, 16), qw.packed[16:32, 32:48])
+    assert tw.scale.shape == (3, 3, 16) and tw.scale[1, 2, 7] == qw.scale[23, 2] and (tw.scale[2, :, 5:] == 0).all()
+    if symmetric:
+        assert tw.zero is None
+    else:
+        assert tw.zero.shape == (3, 3, 16) and tw.zero.dtype == torch.uint8 and tw.zero[2, 1, 4] == qw.zero[36, 1]
+    back = tw.rows()
+    assert torch.equal(back.packed, qw.packed) and torch.equal(back.scale, qw.scale)
+    assert (back.zero is None) if symmetric else torch.equal(back.zero, qw.zero)
+    assert torch.equal(tw.dequantize(), qw.dequantize()) and tw.k == 384
+    assert tw.nbytes() == 3 * 3 * (1024 + 16 * 2 + (0 if symmetric else 16))
+    with pytest.raises(ValueError, match="one group of 128 per K block"):
+        quant.to_tiles(quant.quantize_int4(torch.randn(16, 256), 64))
+    with pytest.raises(TypeError, match="Int8Weight or quant.Int4Weight"):
+        quant.to_tiles(quant.quantize_nf4(torch.randn(16, 128)))
+
+
 def test_per_token_int8():
     x = torch.randn(7, 300) * torch.linspace(0.1, 10, 7)[:, None]
     q, s = quant.quantize_per_token_int8(x)

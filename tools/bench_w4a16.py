@@ -7,13 +7,15 @@ With --record the rows go to results/07.json (COURSE_RECORD=1 for the shipped fi
 tinygemm (torch._weight_int4pack_mm) takes bf16 activations and its own packed layout
 (torch._convert_weight_to_int4pack) with scales and zeros as [K/128, N, 2]: it is timed on random weights of
 that layout, the same sizes; its values are not compared.
+At M <= 16 it also times the GEMV on the same weights stored in 16-row tiles (quant.to_tiles, repacked before
+timing, as a serving engine does at load time) against the row-major GEMV, in the same run.
 """
 import argparse
 import math
 
 import torch
 
-from harness import bench, build, catalog, results, roofline
+from harness import bench, build, catalog, quant, results, roofline
 
 SHAPES_KN = [(4096, 4096), (4096, 14336), (14336, 4096), (8192, 8192)]
 
@@ -53,6 +55,7 @@ def main():
     prob, asym, p8 = catalog.W4A16, catalog.W4A16_ASYM, catalog.W8A16
     # what a model calls: the GEMV up to M = 16, the tiled kernel past it
     fused, fused_asym = prob.bind(mod.linear_w4a16), asym.bind(mod.linear_w4a16_asym)
+    gemv, gemv_tiles = prob.bind(mod.gemv_w4a16), catalog.W4A16_TILES.bind(mod.gemv_w4a16_tiles)
     dequant = catalog.DEQUANT_W4.bind(mod.dequant_w4)
     int8 = p8.bind(mod6.linear_w8a16)
     bw = roofline.ceilings()["copy_GBps"]
@@ -72,6 +75,11 @@ def main():
                      "(07) fused W4A16": bench.time_fn(fused, sets, reps=50)}
             if tiny:
                 timed["tinygemm (_weight_int4pack_mm, bf16)"] = bench.time_fn(tiny, sets, reps=50)
+            if M <= 16:  # the GEMV on row-major weights, then on the same weights in tiles (each set's own)
+                tw = {id(s[1]): quant.to_tiles(quant.Int4Weight(s[1], s[2], prob.group)) for s in sets}
+                timed[results.W4A16_ROWS_OP] = bench.time_fn(gemv, sets, reps=50)
+                timed[results.W4A16_TILES_OP] = bench.time_fn(lambda x, q, s: gemv_tiles(x, tw[id(q)]), sets, reps=50)
+                del tw
             del sets, w16
             timed["(07) fused W4A16, zero points"] = bench.time_fn(fused_asym, bench.input_sets(asym, shape), reps=50)
             timed["(06) fused W8A16 (INT8 weights)"] = bench.time_fn(int8, bench.input_sets(p8, shape), reps=50)

@@ -8,6 +8,9 @@
 // time (NOTES.md: the first version, with lesson 06's arrangement, ran at half the copy bandwidth; this one at
 // 58-66% on the large shapes, H100).
 //   gemv_w4a16, gemv_w4a16_asym  the fused decode GEMV (tensor cores), any M (re-reads W per 16 tokens);
+//   gemv_w4a16_tiles(_asym)      the same GEMV on packed weights stored in 16-row tiles (quant.to_tiles):
+//                                the same bytes in the order the kernel reads them, 1.00-1.12x faster (H100,
+//                                M <= 16; 1.10x at M = 1 on the large-N shapes);
 //   gemm_w4a16, gemm_w4a16_asym  the fused tiled kernel for larger M: cp.async stages, split-K;
 //   linear_w4a16, linear_w4a16_asym  what a model calls: the GEMV up to M = 16, then the tiled kernel;
 //   dequant_w4                   the unfused route's first kernel: q, scale → FP16 W in memory.
@@ -175,7 +178,12 @@ __device__ __forceinline__ void mma_steps(float (&acc)[4], const uint32_t (&lo)[
 // behind each logical one differ from the PTX layout, which is allowed because a dot product does not care
 // about the order of its terms, as long as x's B fragment holds x at the same positions: the lane loads
 // x[32t … 32t+31] of token g and pairs it like the weights.
-template <bool SYM, int R, int NT>
+//
+// TILES: the weights stored in 16-row tiles (quant.to_tiles, done once offline): tile [K/128][16 rows][16 words],
+// so the 1 KB a warp reads per m16 tile and K block is one contiguous piece, and the blocks stream their tiles
+// one after the other (lesson 06, section (e)); the scales (and zeros) as tile [K/128][16 rows]. Rows past N are
+// zeros. Nothing else changes: same lanes, same arithmetic, the same output bit for bit.
+template <bool SYM, int R, int NT, bool TILES = false>
 __global__ void __launch_bounds__(THREADS, GEMV_MIN_BLOCKS)
 gemv_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const __half* __restrict__ scales,
             const uint8_t* __restrict__ zeros, __half* __restrict__ y, int M, int N, int K) {
@@ -191,15 +199,21 @@ gemv_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const 
         xr[nt] = x + (size_t)(has[nt] ? m0 + 8 * nt + g : 0) * K + 32 * t;
     }
     const int32_t* wrow[R][2];
-    size_t srow[R][2];
+    size_t srow[R][2];  // the row's scale (and zero) for K block 0
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {  // a row past N re-reads row N-1; its outputs are not stored
+        for (int h = 0; h < 2; ++h) {  // a row past N re-reads row N-1 (tiles: a zero row); its outputs are not stored
             const int n = min(n0 + 16 * r + 8 * h + g, N - 1);
-            wrow[r][h] = Wq + (size_t)n * (K / 8) + 4 * t;
-            srow[r][h] = (size_t)n * groups;
+            const size_t tile = min((int)blockIdx.x * R + r, (N - 1) / 16);  // (R = 2, odd tile count: the last)
+            wrow[r][h] = TILES ? Wq + (tile * groups * 16 + g) * 16 + 4 * t : Wq + (size_t)n * (K / 8) + 4 * t;
+            srow[r][h] = TILES ? tile * groups * 16 + g : (size_t)n * groups;
         }
+    // From a row's K block to its next: int32 words of weights, scales. On tiles, row g + 8 is 128 words and 8
+    // scales after row g: offsets in the load instructions, not more pointers in registers.
+    constexpr int WSTEP = TILES ? 16 * KB / 8 : KB / 8, SSTEP = TILES ? 16 : 1;
+    auto wptr = [&](int r, int h) { return TILES ? wrow[r][0] + 128 * h : wrow[r][h]; };
+    auto sidx = [&](int r, int h, int kb) { return (TILES ? srow[r][0] + 8 * h : srow[r][h]) + (size_t)kb * SSTEP; };
     float acc[R][NT][4] = {};
     // The weights stream from DRAM: each warp keeps the next PF K blocks' loads in flight (a ring in registers)
     // while it converts the current one. x is small and hot in L1: it is loaded when needed.
@@ -210,7 +224,7 @@ gemv_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const 
         for (int r = 0; r < R; ++r)
 #pragma unroll
             for (int h = 0; h < 2; ++h)
-                if (warp + p * WARPS < groups) wv[p][r][h] = load_stream(wrow[r][h] + (size_t)(warp + p * WARPS) * (KB / 8));
+                if (warp + p * WARPS < groups) wv[p][r][h] = load_stream(wptr(r, h) + (size_t)(warp + p * WARPS) * WSTEP);
     pdl_wait();  // x comes from the previous kernel; the ring's first weights are already on their way
     // Unrolled by the ring's length, so that the ring's moves at the end become register renames.
 #pragma unroll RING_UNROLL
@@ -220,7 +234,7 @@ gemv_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const 
         for (int r = 0; r < R; ++r)
 #pragma unroll
             for (int h = 0; h < 2; ++h)
-                if (ahead < groups) wv[PF][r][h] = load_stream(wrow[r][h] + (size_t)ahead * (KB / 8));
+                if (ahead < groups) wv[PF][r][h] = load_stream(wptr(r, h) + (size_t)ahead * WSTEP);
         uint32_t xb[NT][16];  // x of token g (of each n8 tile), paired like the weights
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
@@ -241,8 +255,8 @@ gemv_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const 
             float sc[2];
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                dequant32<SYM>(wv[0][r][h], make_zero<SYM>(zeros, srow[r][h] + kb), w[h]);
-                sc[h] = __half2float(scales[srow[r][h] + kb]);
+                dequant32<SYM>(wv[0][r][h], make_zero<SYM>(zeros, sidx(r, h, kb)), w[h]);
+                sc[h] = __half2float(scales[sidx(r, h, kb)]);
             }
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {  // Σ (q − zero)·x over the K block, then × the rows' scales
@@ -277,21 +291,22 @@ gemv_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const 
     }
 }
 
-template <bool SYM, int R>
+template <bool SYM, int R, bool TILES>
 static void launch_gemv_r(const __half* x, const int32_t* Wq, const __half* scales, const uint8_t* zeros, __half* y,
                           int M, int N, int K, cudaStream_t stream) {
-    if (M <= 8) launch_pdl(gemv_kernel<SYM, R, 1>, dim3((N + 16 * R - 1) / (16 * R), 1), THREADS, 0, stream, x, Wq, scales, zeros, y, M, N, K);
-    else launch_pdl(gemv_kernel<SYM, R, 2>, dim3((N + 16 * R - 1) / (16 * R), (M + 15) / 16), THREADS, 0, stream, x, Wq, scales, zeros, y, M, N, K);
+    if (M <= 8) launch_pdl(gemv_kernel<SYM, R, 1, TILES>, dim3((N + 16 * R - 1) / (16 * R), 1), THREADS, 0, stream, x, Wq, scales, zeros, y, M, N, K);
+    else launch_pdl(gemv_kernel<SYM, R, 2, TILES>, dim3((N + 16 * R - 1) / (16 * R), (M + 15) / 16), THREADS, 0, stream, x, Wq, scales, zeros, y, M, N, K);
 }
 
-template <bool SYM>
+template <bool SYM, bool TILES = false>
 static void launch_gemv(const __half* x, const int32_t* Wq, const __half* scales, const uint8_t* zeros, __half* y,
                         int M, int N, int K, cudaStream_t stream) {
-    // 32 outputs per block when that still gives every SM a block, else 16 (lesson 06's rule).
+    // 32 outputs per block when that still gives every SM a block, else 16 (lesson 06's rule; on tiles too:
+    // one tile per block with 3 or 4 blocks per SM was no faster, NOTES.md).
     static int sms = 0;
     if (!sms) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-    if (GEMV_R == 2 || (GEMV_R == 0 && (N + 31) / 32 >= sms)) launch_gemv_r<SYM, 2>(x, Wq, scales, zeros, y, M, N, K, stream);
-    else launch_gemv_r<SYM, 1>(x, Wq, scales, zeros, y, M, N, K, stream);
+    if (GEMV_R == 2 || (GEMV_R == 0 && (N + 31) / 32 >= sms)) launch_gemv_r<SYM, 2, TILES>(x, Wq, scales, zeros, y, M, N, K, stream);
+    else launch_gemv_r<SYM, 1, TILES>(x, Wq, scales, zeros, y, M, N, K, stream);
 }
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {  // read once: 256-byte L2 fetches
@@ -615,6 +630,18 @@ EXPORT void gemv_w4a16(const __half* x, const int32_t* q, const __half* scales, 
 EXPORT void gemv_w4a16_asym(const __half* x, const int32_t* q, const __half* scales, const uint8_t* zeros, __half* y,
                             int M, int N, int K, cudaStream_t stream) {
     if (ok_args(K, x, q)) launch_gemv<false>(x, q, scales, zeros, y, M, N, K, stream);
+}
+
+// packed in 16-row tiles (quant.to_tiles): int32 [ceil(N/16), K/128, 16, 16], scales fp16 and zeros uint8
+// [ceil(N/16), K/128, 16]; rows past N zero.
+EXPORT void gemv_w4a16_tiles(const __half* x, const int32_t* q, const __half* scales, __half* y, int M, int N, int K,
+                             cudaStream_t stream) {
+    if (ok_args(K, x, q)) launch_gemv<true, true>(x, q, scales, nullptr, y, M, N, K, stream);
+}
+
+EXPORT void gemv_w4a16_tiles_asym(const __half* x, const int32_t* q, const __half* scales, const uint8_t* zeros,
+                                  __half* y, int M, int N, int K, cudaStream_t stream) {
+    if (ok_args(K, x, q)) launch_gemv<false, true>(x, q, scales, zeros, y, M, N, K, stream);
 }
 
 EXPORT void gemm_w4a16(const __half* x, const int32_t* q, const __half* scales, __half* y, int M, int N, int K,
