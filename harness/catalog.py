@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import torch
 
 from .problems import (AddRMSNorm, DecodeAttention, DequantNF4, DequantW4, DequantW8, GemvLinear, Linear, NF4Linear,
-                       ScaleAdd, SiluMul, W4A8Linear, W4A16FragLinear, W4A16Linear, W4A16TilesLinear, W8A8Linear,
-                       W8A16Linear, W8A16TilesLinear)
+                       NF4TilesLinear, ScaleAdd, SiluMul, W4A8Linear, W4A16FragLinear, W4A16Linear, W4A16TilesLinear,
+                       W8A8Linear, W8A16Linear, W8A16TilesLinear)
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ W4A16_TILES_ASYM = W4A16TilesLinear(symmetric=False, name="w4a16_tiles_asym")
 DEQUANT_W4 = DequantW4()
 DEQUANT_NF4 = DequantNF4()
 NF4_LINEAR = NF4Linear()
+NF4_TILES = NF4TilesLinear()
 W4A8 = W4A8Linear()
 W4A16_FRAG = W4A16FragLinear()
 ADD_RMSNORM = AddRMSNorm()
@@ -81,6 +82,7 @@ KERNELS = [
     Kernel(8, "nf4", "dequant_nf4_shfl", DEQUANT_NF4, ("08.a", "08.b"), "08 NF4 dequantize, codebook in registers (shuffles)"),
     Kernel(8, "nf4", "dequant_nf4_pairs", DEQUANT_NF4, ("08.c",), "08 NF4 dequantize, table of pairs in shared memory"),
     Kernel(8, "nf4", "gemv_nf4", NF4_LINEAR, ("08.c",), "08 fused NF4 GEMV"),
+    Kernel(8, "nf4", "gemv_nf4_tiles", NF4_TILES, ("08.c",), "08 fused NF4 GEMV, 16-row tiles"),
     Kernel(9, "w4a8", "linear_w4a8", W4A8, ("09.a", "09.b"), "09 W4A8 (per-token quantize + INT4-to-INT8 GEMM)"),
     Kernel(10, "w4a16_pipe", "gemm_w4a16_writeback", W4A16, ("10.b",), "10.1 write-back to shared FP16"),
     Kernel(10, "w4a16_pipe", "gemm_w4a16_writeback_padded", W4A16, ("10.b",), "10.2 write-back, padded rows"),

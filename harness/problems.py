@@ -223,10 +223,11 @@ def _out(out, shape, name, device, dims=("M", "N")):
     return out
 
 
-def _bind_repacked(prob, launcher, name, default, cls, how, tensors):
+def _bind_repacked(prob, launcher, name, default, cls, how, tensors, unit="group"):
     """`op(x, w, out=None)` for a problem whose weights come repacked in a quant layout object of type `cls` (made by
-    `how`, for the error), with `.n`, `.k` and `.group`. `tensors(w, K)` lists the (tensor, dtype, shape, what) the
-    launcher `fn(x, *tensors, y, M, N, K)` takes, each checked before any launch."""
+    `how`, for the error), with `.n`, `.k` and the size of the `unit` ("group" or "block") that one scale covers, which
+    must equal the problem's. `tensors(w, K)` lists the (tensor, dtype, shape, what) the launcher
+    `fn(x, *tensors, y, M, N, K)` takes, each checked before any launch."""
     def op(x, w, out=None):
         _need_2d(x, "x [M, K]", op.__name__)
         if not isinstance(w, cls):
@@ -234,9 +235,10 @@ def _bind_repacked(prob, launcher, name, default, cls, how, tensors):
         M, K = x.shape
         if w.k != K:
             raise ValueError(f"{op.__name__}: x is [M={M}, K={K}] but the weights have K = {w.k}")
-        if w.group != prob.group:
-            raise ValueError(f"{op.__name__}: the kernel reads groups of {prob.group}, the weights have {w.group}")
-        _group_multiple(K, prob.group, op.__name__)
+        if getattr(w, unit) != getattr(prob, unit):
+            raise ValueError(f"{op.__name__}: the kernel reads {unit}s of {getattr(prob, unit)}, the weights have "
+                             f"{getattr(w, unit)}")
+        _group_multiple(K, getattr(prob, unit), op.__name__)
         _need(x, torch.float16, (M, K), "x", op.__name__)
         args = tensors(w, K)
         for t, dtype, shape, what in args:
@@ -633,6 +635,39 @@ class NF4Linear(Linear):
 
     def call(self, op, inputs, out):
         op(*inputs, out=out)
+
+
+@dataclass
+class NF4TilesLinear(NF4Linear):
+    """Lesson 08: NF4Linear's problem with the weights in 16-row tiles (harness.quant.to_tiles): `op(x, w, out=None)`
+    with w a quant.NF4Tiles. Launchers: `fn(x, packed, absmax, codebook, y, M, N, K)`, packed uint8
+    [ceil(N/16), K/128, 16, 64], absmax fp32 [ceil(N/16), K/64, 16]."""
+    name: str = "nf4_tiles"
+    # + an odd tile count where a block takes two tiles (N ≥ 32·132 on the H100): the last block's second is past N
+    check_shapes: tuple = NF4Linear.check_shapes + ((2, 4200, 1024), (9, 4200, 1024))
+
+    def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
+        from . import quant
+        M, N, K = shape
+        x, packed, absmax, _ = NF4Linear.make_inputs(self, shape, gen, device)
+        return x, quant.to_tiles(quant.NF4Weight(packed.reshape(-1), absmax.reshape(-1), (N, K), self.block))
+
+    def reference(self, inputs):
+        x, w = inputs
+        return x.double() @ w.dequantize().double().T
+
+    def bind(self, launcher, name: str | None = None):
+        from . import quant
+        rows = quant.TILE_ROWS
+
+        def tensors(w, K):
+            tiles = -(-w.n // rows)
+            return [(w.packed, torch.uint8, (tiles, K // 128, rows, 64), "w.packed (16-row tiles)"),
+                    (w.absmax, torch.float32, (tiles, K // self.block, rows), "w.absmax (16-row tiles)"),
+                    (w.codebook, torch.float32, (16,), "w.codebook")]
+
+        return _bind_repacked(self, launcher, name, "nf4_tiles_op", quant.NF4Tiles, "quant.to_tiles(quantize_nf4(W))",
+                              tensors, unit="block")
 
 
 @dataclass

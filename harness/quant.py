@@ -226,11 +226,11 @@ class Int4Tiles:
         return self.packed.numel() * 4 + self.scale.numel() * 2 + (0 if self.zero is None else self.zero.numel())
 
 
-def to_tiles(qw: Int8Weight | Int4Weight) -> Int8Tiles | Int4Tiles:
-    """Row-major INT8 or packed INT4 → 16-row tiles of 64 bytes per row and K block (64 INT8 or 128 INT4 weights).
+def to_tiles(qw):
+    """Row-major INT8, packed INT4 or NF4 → 16-row tiles of 64 bytes per row and K block (64 INT8 or 128 4-bit weights).
     The same bytes in another order (plus zero rows up to a multiple of 16), done once, offline, as a serving engine
-    repacks weights at load time. INT8 scales keep their row-major layout; INT4 scales (and zero points) are tiled
-    too, 16 rows per K block, so that the kernel reaches a row and the row 8 below it from one pointer."""
+    repacks weights at load time. INT8 scales keep their row-major layout; INT4 scales (and zero points) and NF4 absmax
+    are tiled too, 16 rows per K block, so that the kernel reaches a row and the row 8 below it from one pointer."""
     if isinstance(qw, Int8Weight):
         K = qw.q.shape[1]
         if K % TILE_K:
@@ -244,7 +244,14 @@ def to_tiles(qw: Int8Weight | Int4Weight) -> Int8Tiles | Int4Tiles:
             return None if t is None else _tile_rows(t, 1)[..., 0].contiguous()
         return Int4Tiles(_tile_rows(qw.packed, TILE_K4 // 8), per_row(qw.scale), qw.packed.shape[0], qw.group,
                          per_row(qw.zero))
-    raise TypeError(f"to_tiles: takes a quant.Int8Weight or quant.Int4Weight, got {type(qw).__name__}")
+    if isinstance(qw, NF4Weight):
+        if len(qw.shape) != 2 or qw.shape[1] % TILE_K4 or qw.block != 64:
+            raise ValueError(f"to_tiles: NF4 tiles need a 2-D weight with K a multiple of {TILE_K4} and blocks of 64; "
+                             f"got shape {tuple(qw.shape)}, block {qw.block}")
+        N, K = qw.shape
+        return NF4Tiles(_tile_rows(qw.packed.view(N, K // 2), 64),
+                        _tile_rows(qw.absmax.view(N, K // 64), 1)[..., 0].contiguous(), N, NF4.to(qw.packed.device))
+    raise TypeError(f"to_tiles: takes a quant.Int8Weight, Int4Weight or NF4Weight, got {type(qw).__name__}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -376,6 +383,34 @@ def quantize_nf4(W: torch.Tensor, block: int = 64) -> NF4Weight:
     idx = torch.bucketize(x.reshape(-1), mid).to(torch.uint8)
     packed = (idx[0::2] << 4) | idx[1::2]
     return NF4Weight(packed, absmax, tuple(W.shape), block)
+
+
+@dataclass
+class NF4Tiles:
+    """NF4Weight (2-D, block 64) in 16-row tiles, the order lesson 08's tiled GEMV reads it (`gemv_nf4_tiles`):
+    packed: uint8 [ceil(n/16), K/128, 16, 64]: tile, K item (two absmax blocks), row in the tile, byte;
+    absmax: fp32 [ceil(n/16), K/64, 16], the same order; rows past n are 0. codebook: the 16 values (NF4), on the
+    weights' device, so that a call needs no copy."""
+    packed: torch.Tensor
+    absmax: torch.Tensor
+    n: int
+    codebook: torch.Tensor
+    block: int = 64
+
+    @property
+    def k(self) -> int:
+        return self.packed.shape[1] * TILE_K4
+
+    def rows(self) -> NF4Weight:
+        """The row-major NF4Weight (bitsandbytes' layout; the inverse of to_tiles)."""
+        return NF4Weight(_untile_rows(self.packed, self.n).reshape(-1), _untile_rows(self.absmax[..., None], self.n)
+                         .reshape(-1), (self.n, self.k), self.block)
+
+    def dequantize(self) -> torch.Tensor:
+        return self.rows().dequantize()
+
+    def nbytes(self) -> int:
+        return self.packed.numel() + self.absmax.numel() * 4
 
 
 # ----------------------------------------------------------------------------------------------

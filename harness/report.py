@@ -26,9 +26,9 @@ def baseline_for(problem):
     """(label, op) of the library route a lesson's kernels are compared with in the demo."""
     import torch
     from . import quant
-    from .problems import (AddRMSNorm, DecodeAttention, DequantNF4, DequantW8, NF4Linear, ScaleAdd, SiluMul, W4A8Linear,
-                           W4A16FragLinear, W4A16Linear, W4A16TilesLinear, W8A8Linear, W8A16Linear, W8A16TilesLinear,
-                           torch_int_mm, torch_linear, torch_w8a8)
+    from .problems import (AddRMSNorm, DecodeAttention, DequantNF4, DequantW8, NF4Linear, NF4TilesLinear, ScaleAdd,
+                           SiluMul, W4A8Linear, W4A16FragLinear, W4A16Linear, W4A16TilesLinear, W8A8Linear, W8A16Linear,
+                           W8A16TilesLinear, torch_int_mm, torch_linear, torch_w8a8)
     if isinstance(problem, (AddRMSNorm, DecodeAttention, SiluMul)):
         from . import decode
         ops = decode.torch_ops()
@@ -42,7 +42,7 @@ def baseline_for(problem):
         def deq_w4a8(x, *w):  # the weights dequantized to FP16 (their INT8 codes × scale), then cuBLAS
             return torch.nn.functional.linear(x, problem.weight((x, *w)).dequantize().half())
         return "PyTorch: dequantize + cuBLAS", deq_w4a8
-    if isinstance(problem, (W4A16FragLinear, W4A16TilesLinear)):
+    if isinstance(problem, (W4A16FragLinear, W4A16TilesLinear, NF4TilesLinear)):
         return "PyTorch: dequantize + cuBLAS", lambda x, w: torch.nn.functional.linear(x, w.dequantize().half())
     if isinstance(problem, W4A16Linear):
         def deq4(x, q, s, *z):

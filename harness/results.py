@@ -255,6 +255,9 @@ def w4a16_tiles_markdown(section: str = "table") -> str:
     return "\n".join(out)
 
 
+NF4_TILES_OP = "(08) fused NF4 GEMV, 16-row tiles"
+
+
 def nf4_markdown() -> str:
     """Lesson 08's two tables: the NF4 dequantize kernels (µs, % of copy bandwidth), and the fused NF4 GEMV against
     cuBLAS FP16, dequantize + cuBLAS and lesson 07's W4A16 GEMV."""
@@ -270,11 +273,17 @@ def nf4_markdown() -> str:
     out.append(f"\nNF4 → FP16, µs (% of copy bandwidth); packed input rotated past L2. Measured on {env_line(sec)}.\n")
     sec = load(8, "gemv", prefer_local=False)
     ops = list(dict.fromkeys(r["op"] for r in sec["rows"]))
-    out += ["| K × N | M | " + " | ".join(ops) + " | NF4 vs cuBLAS FP16 |", "|---|---:|" + "---:|" * (len(ops) + 1)]
+    tiles = NF4_TILES_OP in ops  # recorded since the tiled layout was added
+    extra = " | tiles vs row-major | tiles vs cuBLAS FP16 | tiles % copy bw |" if tiles else " |"
+    out += ["| K × N | M | " + " | ".join(ops) + " | NF4 vs cuBLAS FP16" + extra,
+            "|---|---:|" + "---:|" * (len(ops) + 1 + 3 * tiles)]
     for shape in dict.fromkeys(tuple(r["shape"]) for r in sec["rows"]):
         cells = {r["op"]: r for r in sec["rows"] if tuple(r["shape"]) == shape}
+        row, tile = cells["(08) fused NF4 GEMV"], cells.get(NF4_TILES_OP)
         out.append(f"| {shape[2]} × {shape[1]} | {shape[0]} | " + " | ".join(f"{cells[o]['us']:,.1f}" for o in ops)
-                   + f" | {cells['(08) fused NF4 GEMV']['speedup_vs_cublas']:.2f}× |")
+                   + f" | {row['speedup_vs_cublas']:.2f}×"
+                   + (f" | {row['us'] / tile['us']:.2f}× | {tile['speedup_vs_cublas']:.2f}× | {tile['pct_copy_bw']:.1f}% |"
+                      if tile else " |"))
     out.append(f"\nµs, median; weights rotated past L2. Measured on {env_line(sec)}.")
     return "\n".join(out)
 

@@ -206,6 +206,31 @@ def test_w4a16_tiles_bind_rejects_bad_input(symmetric):
     assert y.shape == (3, 40) and calls[0][-3:] == (3, 40, 256) and len(calls[0]) == (7 if symmetric else 8)
 
 
+def test_nf4_tiles_bind_rejects_bad_input():
+    """Lesson 08's tiled-layout problem takes x and a quant.NF4Tiles; every wrong one is named before any launch."""
+    import torch
+    from harness import quant
+    prob = problems.NF4TilesLinear()
+    calls = []
+    op = prob.bind(lambda *a: calls.append(a), "gemv_nf4_tiles")
+    x, w = prob.make_inputs((3, 40, 256), torch.Generator().manual_seed(0), device="cpu")
+    assert isinstance(w, quant.NF4Tiles) and w.packed.shape == (3, 2, 16, 64) and w.absmax.shape == (3, 4, 16)
+    assert prob.reference((x, w)).shape == (3, 40)
+    with pytest.raises(ValueError, match="the weights have K = 256"):
+        op(x[:, :128], w)
+    with pytest.raises(TypeError, match="must be a quant.NF4Tiles"):
+        op(x, w.rows())
+    with pytest.raises(ValueError, match="reads blocks of 64, the weights have 32"):
+        op(x, quant.NF4Tiles(w.packed, w.absmax, w.n, w.codebook, block=32))
+    with pytest.raises(ValueError, match=r"w.absmax .* must have shape \(3, 4, 16\)"):
+        op(x, quant.NF4Tiles(w.packed, w.absmax[:, :2], w.n, w.codebook))
+    with pytest.raises(TypeError, match=r"w.codebook must be torch.float32"):
+        op(x, quant.NF4Tiles(w.packed, w.absmax, w.n, w.codebook.half()))
+    assert not calls
+    y = op(x, w)
+    assert y.shape == (3, 40) and calls[0][-3:] == (3, 40, 256) and len(calls[0]) == 8
+
+
 def test_w8a16_tiles_bind_rejects_bad_input():
     """Lesson 06's tiled-layout problem takes x and a quant.Int8Tiles; every wrong one is named before any launch."""
     import torch

@@ -203,8 +203,27 @@ def test_int4_tiles_hold_each_group_of_16_rows_contiguously(symmetric):
     assert tw.nbytes() == 3 * 3 * (1024 + 16 * 2 + (0 if symmetric else 16))
     with pytest.raises(ValueError, match="one group of 128 per K block"):
         quant.to_tiles(quant.quantize_int4(torch.randn(16, 256), 64))
-    with pytest.raises(TypeError, match="Int8Weight or quant.Int4Weight"):
-        quant.to_tiles(quant.quantize_nf4(torch.randn(16, 128)))
+    with pytest.raises(TypeError, match="Int8Weight, Int4Weight or NF4Weight, got Tensor"):
+        quant.to_tiles(torch.zeros(16, 128))
+
+
+def test_nf4_tiles_hold_each_k_item_of_16_rows_contiguously():
+    """Lesson 08: to_tiles stores row n's bytes 64·b … 64·b + 63 at [n // 16, b, n % 16] and absmax[n, j] at
+    [n // 16, j, n % 16] (rows past N zero), and rows() gives back bitsandbytes' row-major layout."""
+    W = torch.randn(37, 384, generator=torch.Generator().manual_seed(6))
+    qw = quant.quantize_nf4(W, 64)
+    tw = quant.to_tiles(qw)
+    rows = qw.packed.view(37, 192)
+    assert tw.packed.shape == (3, 3, 16, 64) and tw.packed.dtype == torch.uint8 and tw.packed.is_contiguous()
+    assert torch.equal(tw.packed[1, 2, 7], rows[23, 128:192]) and (tw.packed[2, :, 5:] == 0).all()
+    assert tw.absmax.shape == (3, 6, 16) and tw.absmax[2, 5, 4] == qw.absmax.view(37, 6)[36, 5]
+    assert torch.equal(tw.codebook, quant.NF4)
+    back = tw.rows()
+    assert torch.equal(back.packed, qw.packed) and torch.equal(back.absmax, qw.absmax) and back.shape == (37, 384)
+    assert torch.equal(tw.dequantize(), qw.dequantize()) and tw.k == 384 and tw.n == 37
+    assert tw.nbytes() == 3 * 3 * 1024 + 3 * 6 * 16 * 4
+    with pytest.raises(ValueError, match="K a multiple of 128"):
+        quant.to_tiles(quant.quantize_nf4(torch.randn(4, 192), 64))
 
 
 def test_per_token_int8():

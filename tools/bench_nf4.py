@@ -1,6 +1,7 @@
 """Lesson 08 measurements, inputs rotated past L2: the NF4 dequantize kernels (codebook in global memory, decision
 tree, shared memory, registers with shuffles, a table of pairs) against PyTorch's lookup (harness.quant) and the
-copy bandwidth; then the fused NF4 GEMV against cuBLAS FP16, dequantize + cuBLAS and lesson 07's W4A16 GEMV. With
+copy bandwidth; then the fused NF4 GEMV (on bitsandbytes' row-major bytes, and on the same bytes in 16-row tiles,
+repacked before timing) against cuBLAS FP16, dequantize + cuBLAS and lesson 07's W4A16 GEMV. With
 --record the rows go to results/08.json, sections "dequant" and "gemv" (COURSE_RECORD=1 for the shipped file).
 
     python tools/bench_nf4.py [--exercises] [--record]
@@ -50,7 +51,7 @@ def main():
     # 07's W4A16 GEMV on INT4 weights of the same size.
     import torch
     lin, p4 = catalog.NF4_LINEAR, catalog.W4A16
-    fused = lin.bind(mod.gemv_nf4)
+    fused, fused_tiles = lin.bind(mod.gemv_nf4), catalog.NF4_TILES.bind(mod.gemv_nf4_tiles)
     deq = prob.bind(mod.dequant_nf4_pairs)
     w4 = p4.bind(build.load(7, "w4a16", solution=not a.exercises).linear_w4a16)
     grows = []
@@ -58,11 +59,13 @@ def main():
         for M in (1, 4, 16):
             s = (M, N, K)
             sets = bench.input_sets(lin, s)
+            tw = {id(q): quant.to_tiles(quant.NF4Weight(q.reshape(-1), am.reshape(-1), (N, K))) for _, q, am, _ in sets}
             timed = {"cuBLAS FP16 (FP16 weights)": bench.time_fn(torch.nn.functional.linear,
                                                                  bench.input_sets(catalog.FP16, s), reps=50),
                      "dequantize NF4 + cuBLAS": bench.time_fn(lambda x, q, am, cb: torch.nn.functional.linear(x, deq(q, am, cb)),
                                                               sets, reps=50),
                      "(08) fused NF4 GEMV": bench.time_fn(fused, sets, reps=50),
+                     results.NF4_TILES_OP: bench.time_fn(lambda x, q, am, cb: fused_tiles(x, tw[id(q)]), sets, reps=50),
                      "(07) fused W4A16 (INT4 weights)": bench.time_fn(w4, bench.input_sets(p4, s), reps=50)}
             base = timed["cuBLAS FP16 (FP16 weights)"].median_us
             print(f"\nM={M} N={N} K={K}: NF4 floor {lin.bytes(s) / bw / 1e3:.1f} µs")

@@ -8,7 +8,8 @@
 //   dequant_nf4_smem    the codebook in shared memory, 16 entries, loaded once per block;
 //   dequant_nf4_shfl    the codebook in registers, entry l in lane l (and l + 16): a warp shuffle per weight;
 //   dequant_nf4_pairs   a 256-entry table of value pairs in shared memory: one lookup per byte (two weights);
-//   gemv_nf4            the fused decode GEMV: lesson 07's tensor-core GEMV reading NF4 through the pair table.
+//   gemv_nf4            the fused decode GEMV: lesson 07's tensor-core GEMV reading NF4 through the pair table;
+//   gemv_nf4_tiles      the same GEMV on NF4 stored in 16-row tiles (quant.to_tiles, lessons 06 and 07).
 // All write FP16 W (the unfused route of a W-NF4 A-FP16 layer) with the same loop (dequant_loop): a thread
 // takes a packed word (8 weights) at a time and writes 16 bytes.
 // REQUIRES: sm_80
@@ -246,7 +247,10 @@ __device__ __forceinline__ void lookup16(uint2 v, const uint32_t* pairs, uint32_
     }
 }
 
-template <int R, int NT>
+// TILES: the bytes stored in 16-row tiles (quant.to_tiles): tile [K/128][16 rows][64 bytes], absmax tile [K/64][16
+// rows], so a warp's 1 KB per m16 tile and K item is one contiguous piece. Only the addresses change: same lanes,
+// same arithmetic, the same output bit for bit.
+template <int R, int NT, bool TILES = false>
 // Blocks per SM: the 32 × 16 tile 1 (no spills), the 16 × 8 tile NF4_MIN_BLOCKS_1, the others NF4_MIN_BLOCKS.
 __global__ void __launch_bounds__(NTHREADS, R * NT == 4 ? 1 : R * NT == 1 ? NF4_MIN_BLOCKS_1 : NF4_MIN_BLOCKS)
 gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, const float* __restrict__ absmax,
@@ -282,11 +286,15 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {  // a row past N re-reads row N-1; its outputs are not stored
+        for (int h = 0; h < 2; ++h) {  // a row past N re-reads row N-1 (tiles: a zero row); its outputs are not stored
             const int n = min(n0 + 16 * r + 8 * h + g, N - 1);
-            wrow[r][h] = Wq + (size_t)n * (K / 2) + 8 * t;
-            arow[r][h] = absmax + (size_t)n * blocks;
+            const size_t tile = min((int)blockIdx.x * R + r, (N - 1) / 16);
+            wrow[r][h] = TILES ? Wq + (tile * items * 16 + g) * 64 + 8 * t : Wq + (size_t)n * (K / 2) + 8 * t;
+            arow[r][h] = TILES ? absmax + tile * blocks * 16 + g : absmax + (size_t)n * blocks;
         }
+    // From one K item to the next: bytes of a row, absmax values. On tiles, row g + 8 is 512 bytes and 8 values
+    // after row g: offsets in the load instructions.
+    constexpr int WSTEP = TILES ? 16 * 64 : 64, ASTEP = TILES ? 16 : 1;
     float acc[R][NT][4] = {};
     uint2 wv[2][R][2][2];  // [ring][r][row h][block half]: this item and the next, 8 bytes each
 #pragma unroll
@@ -295,9 +303,12 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
         for (int h = 0; h < 2; ++h)
 #pragma unroll
             for (int q = 0; q < 2; ++q)
-                if (warp < items) wv[0][r][h][q] = load_stream8(wrow[r][h] + warp * 64 + 32 * q);
+                if (warp < items) wv[0][r][h][q] = load_stream8(TILES ? wrow[r][0] + 512 * h + warp * WSTEP + 32 * q : wrow[r][h] + warp * 64 + 32 * q);
     pdl_wait();  // x comes from the previous kernel; the table is built and the first weights are on their way
-#pragma unroll 2
+    // Unrolled twice so that the ring's moves become register renames; not on tiles with 32 outputs × 8 tokens,
+    // where the unrolled loop spills at 128 registers.
+    constexpr int UNROLL = TILES && R * NT == 2 ? 1 : 2;
+#pragma unroll UNROLL
     for (int it = warp; it < items; it += NWARPS) {
         const int ahead = it + NWARPS;
 #pragma unroll
@@ -306,7 +317,7 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
             for (int h = 0; h < 2; ++h)
 #pragma unroll
                 for (int q = 0; q < 2; ++q)
-                    if (ahead < items) wv[1][r][h][q] = load_stream8(wrow[r][h] + ahead * 64 + 32 * q);
+                    if (ahead < items) wv[1][r][h][q] = load_stream8(TILES ? wrow[r][0] + 512 * h + ahead * WSTEP + 32 * q : wrow[r][h] + ahead * 64 + 32 * q);
         uint32_t xb[NT][2][8];  // x of token g at the lane's 16 weights of each block, in order
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
@@ -324,7 +335,8 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
                 uint32_t lo[8], hi[8];
                 lookup16(wv[0][r][0][q], pairs, lo);
                 lookup16(wv[0][r][1][q], pairs, hi);
-                const float s_lo = __ldg(arow[r][0] + 2 * it + q), s_hi = __ldg(arow[r][1] + 2 * it + q);
+                const float s_lo = __ldg(TILES ? arow[r][0] + (2 * it + q) * ASTEP : arow[r][0] + 2 * it + q),
+                            s_hi = __ldg(TILES ? arow[r][0] + 8 + (2 * it + q) * ASTEP : arow[r][1] + 2 * it + q);
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt) {
                     float blk[4] = {};
@@ -359,16 +371,16 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
     }
 }
 
-template <int R, int NT>
+template <int R, int NT, bool TILES = false>
 static void launch_nf4(const __half* x, const uint8_t* Wq, const float* absmax, const float* cb, __half* y, int M, int N,
                        int K, cudaStream_t stream) {
     constexpr int SMEM = NF4_SPREAD ? 256 * 32 * 4 : 0;
     static bool configured = false;
     if (!configured) {
-        cudaFuncSetAttribute(gemv_nf4_kernel<R, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+        cudaFuncSetAttribute(gemv_nf4_kernel<R, NT, TILES>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
         configured = true;
     }
-    launch_pdl(gemv_nf4_kernel<R, NT>, dim3((N + 16 * R - 1) / (16 * R), (M + 8 * NT - 1) / (8 * NT)), NTHREADS, SMEM,
+    launch_pdl(gemv_nf4_kernel<R, NT, TILES>, dim3((N + 16 * R - 1) / (16 * R), (M + 8 * NT - 1) / (8 * NT)), NTHREADS, SMEM,
                stream, x, Wq, absmax, cb, y, M, N, K);
 }
 
@@ -414,15 +426,29 @@ EXPORT void dequant_nf4_pairs(const uint8_t* packed, const float* absmax, const 
 }
 
 // The fused GEMV for any M (re-reading the weights per 16 tokens past M = 16); K a multiple of 128.
-EXPORT void gemv_nf4(const __half* x, const uint8_t* packed, const float* absmax, const float* codebook, __half* y, int M,
-                     int N, int K, cudaStream_t stream) {
-    if (K % 128 || !aligned16(x) || reinterpret_cast<uintptr_t>(packed) % 8) return;
+template <bool TILES>
+static void launch_gemv(const __half* x, const uint8_t* packed, const float* absmax, const float* codebook, __half* y,
+                        int M, int N, int K, cudaStream_t stream) {
     static int sms = 0;
     if (!sms) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
     // 32 outputs per block if that fills the SMs; up to 8 tokens, only if each warp also gets 8 K items or more: at
     // N = 14336, K = 4096 (4 items a warp) 16-output blocks, three per SM, take 22.1 µs against 24.0 (NOTES.md).
     const bool wide = NF4_R == 2 || (NF4_R == 0 && (N + 31) / 32 >= sms);
     const bool long_k = K / 128 >= 8 * NWARPS;
-    if (M <= 8) (wide && (long_k || NF4_R == 2) ? launch_nf4<2, 1> : launch_nf4<1, 1>)(x, packed, absmax, codebook, y, M, N, K, stream);
-    else (wide ? launch_nf4<2, 2> : launch_nf4<1, 2>)(x, packed, absmax, codebook, y, M, N, K, stream);
+    if (M <= 8) (wide && (long_k || NF4_R == 2) ? launch_nf4<2, 1, TILES> : launch_nf4<1, 1, TILES>)(x, packed, absmax, codebook, y, M, N, K, stream);
+    else (wide ? launch_nf4<2, 2, TILES> : launch_nf4<1, 2, TILES>)(x, packed, absmax, codebook, y, M, N, K, stream);
+}
+
+EXPORT void gemv_nf4(const __half* x, const uint8_t* packed, const float* absmax, const float* codebook, __half* y, int M,
+                     int N, int K, cudaStream_t stream) {
+    if (K % 128 || !aligned16(x) || reinterpret_cast<uintptr_t>(packed) % 8) return;
+    launch_gemv<false>(x, packed, absmax, codebook, y, M, N, K, stream);
+}
+
+// The same GEMV on NF4 stored in 16-row tiles (quant.to_tiles): packed uint8 [ceil(N/16), K/128, 16, 64], absmax fp32
+// [ceil(N/16), K/64, 16]; rows past N zero.
+EXPORT void gemv_nf4_tiles(const __half* x, const uint8_t* packed, const float* absmax, const float* codebook, __half* y,
+                           int M, int N, int K, cudaStream_t stream) {
+    if (K % 128 || !aligned16(x) || reinterpret_cast<uintptr_t>(packed) % 8) return;
+    launch_gemv<true>(x, packed, absmax, codebook, y, M, N, K, stream);
 }
