@@ -643,7 +643,8 @@ class NF4TilesLinear(NF4Linear):
     with w a quant.NF4Tiles. Launchers: `fn(x, packed, absmax, codebook, y, M, N, K)`, packed uint8
     [ceil(N/16), K/128, 16, 64], absmax fp32 [ceil(N/16), K/64, 16]."""
     name: str = "nf4_tiles"
-    # + an odd tile count where a block takes two tiles (N ≥ 32·132 on the H100): the last block's second is past N
+    # + an odd tile count where a block takes two tiles (N ≥ 32·132 on the H100, and M > 8 at this K): the last block's
+    # second is past N. (At M ≤ 8 a block takes two only from K = 8192: checked on the H100, NOTES.md, not here.)
     check_shapes: tuple = NF4Linear.check_shapes + ((2, 4200, 1024), (9, 4200, 1024))
 
     def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
