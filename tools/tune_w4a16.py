@@ -2,6 +2,8 @@
 past L2.
 
     python tools/tune_w4a16.py [-DGEMV_STAGES=4 ...]            the decode GEMV (gemv_w4a16) at M = 1 and 16
+    python tools/tune_w4a16.py --tiles [-D...]                  the same GEMV on weights in 16-row tiles
+                                                                (gemv_w4a16_tiles, quant.to_tiles)
     python tools/tune_w4a16.py --tiled [-DTILE_STAGES=3 ...]    the tiled kernel (gemm_w4a16) at M = 16..256,
                                                                 next to the GEMV and cuBLAS FP16
     python tools/tune_w4a16.py --same-bytes   cuBLAS and an FP16 GEMV on FP16 weights of the INT4 weights' bytes
@@ -32,7 +34,7 @@ if "--same-bytes" in sys.argv:
         print(f"{'fused INT4':<14} M=1 N={N} K={K} (INT4, {catalog.W4A16.bytes(s4) / 1e6:.1f} MB): {t:6.1f} µs "
               f"{100 * catalog.W4A16.bytes(s4) / bw / 1e3 / t:5.1f}% of copy bw", flush=True)
     sys.exit(0)
-TILED = "--tiled" in sys.argv
+TILED, TILES = "--tiled" in sys.argv, "--tiles" in sys.argv
 VARIANTS = {"shipped": [], "L2 hint 128 B": ["-DGEMV_L2_HINT=128"], "no L2 hint": ["-DGEMV_L2_HINT=0"],
             "16 warps": ["-DGEMV_WARPS=16", "-DGEMV_MIN_BLOCKS=1"], "2 ahead": ["-DGEMV_PREFETCH=2"],
             "loads only": ["-DGEMV_LOADS_ONLY=1"], "loads only, L2 hint 128 B": ["-DGEMV_LOADS_ONLY=1", "-DGEMV_L2_HINT=128"],
@@ -40,6 +42,12 @@ VARIANTS = {"shipped": [], "L2 hint 128 B": ["-DGEMV_L2_HINT=128"], "no L2 hint"
             "loads only, 16 warps": ["-DGEMV_LOADS_ONLY=1", "-DGEMV_WARPS=16", "-DGEMV_MIN_BLOCKS=1"]}
 SHAPES = [(1, 8192, 8192), (8, 8192, 8192), (16, 8192, 8192), (1, 14336, 4096), (1, 4096, 14336), (8, 4096, 14336),
           (16, 14336, 4096)]
+if TILES:  # the sweep behind the tiled layout's launch rule (NOTES.md, lesson 07, third session)
+    VARIANTS = {"shipped": [], "loads only": ["-DGEMV_LOADS_ONLY=1"],
+                "loads only, 16 warps": ["-DGEMV_LOADS_ONLY=1", "-DGEMV_WARPS=16"], "L2 hint 128 B": ["-DGEMV_L2_HINT=128"],
+                "no L2 hint": ["-DGEMV_L2_HINT=0"], "2 tiles per block": ["-DGEMV_R=2"], "1 tile per block": ["-DGEMV_R=1"],
+                "2 ahead, not unrolled": ["-DGEMV_PREFETCH=2", "-DGEMV_RING_UNROLL=0"], "4 warps": ["-DGEMV_WARPS=4"]}
+    SHAPES = [(m, n, k) for n, k in ((8192, 8192), (14336, 4096), (4096, 14336), (4096, 4096)) for m in (1, 16)]
 if TILED:
     VARIANTS = {"shipped": [], "x paired by every warp": ["-DTILE_PREPAIR=0"], "3 stages": ["-DTILE_STAGES=3"]}
     SHAPES = [(m, n, k) for m in (16, 32, 64, 128, 256) for n, k in ((8192, 8192), (14336, 4096))]
@@ -50,7 +58,7 @@ if extra:
 for name, err in build.prebuild(7, "w4a16", VARIANTS).items():  # in parallel; loads below hit the cache
     print(f"build {name} failed:\n{err}")
 bw = roofline.ceilings()["copy_GBps"]
-prob = catalog.W4A16
+prob = catalog.W4A16_TILES if TILES else catalog.W4A16  # the tiles problem's inputs are quant.Int4Tiles
 
 
 def cublas_us(s):  # cuBLAS FP16 on FP16 weights of the same shape, this run
@@ -62,10 +70,10 @@ base = {s: cublas_us(s) for s in SHAPES}
 for name, flags in VARIANTS.items():
     mod = build.load(7, "w4a16", solution=True, extra_cuda_flags=flags)
     regs = {k: (v["sm_90"]["registers"], v["sm_90"]["spill_stores"]) for k, v in mod.resources().items()
-            if ("tiled" in k) == TILED and "<true" in k}
+            if ("tiled" in k) == TILED and "<true" in k and (k.endswith("true>") or not TILES)}
     ops = {"tiled": prob.bind(mod.gemm_w4a16)} if TILED and name != "shipped" else \
         {"tiled": prob.bind(mod.gemm_w4a16), "GEMV": prob.bind(mod.gemv_w4a16)} if TILED else \
-        {"GEMV": prob.bind(mod.gemv_w4a16)}
+        {"GEMV on tiles": prob.bind(mod.gemv_w4a16_tiles)} if TILES else {"GEMV": prob.bind(mod.gemv_w4a16)}
     for what, op in ops.items():
         res = check.check(prob, op)
         if not res.ok and "LOADS_ONLY" not in str(flags):
