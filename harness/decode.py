@@ -236,22 +236,25 @@ class DenseLinear:
 
 
 class W8A16Layer:
-    """INT8 group-128 weights, lesson 06's linear_w8a16 (its GEMV to M = 16, then its tiled kernel)."""
+    """INT8 group-128 weights in 16-row tiles, lesson 06's GEMV on tiles (`gemv_w8a16_tiles`; a decode step has
+    M ≤ 16: the batch)."""
 
     def __init__(self, W, solution=None):
         parts = _by_rows(W, lambda w: quant.quantize_int8(w, 128))
-        self.w = quant.Int8Weight(torch.cat([p.q for p in parts]), torch.cat([p.scale for p in parts]), 128)
+        self.w = quant.to_tiles(quant.Int8Weight(torch.cat([p.q for p in parts]), torch.cat([p.scale for p in parts]),
+                                                 128))
         self.n, self.k = W.shape
-        self.op, self.module = _kernel_op(6, "linear_w8a16", solution)
+        self.op, self.module = _kernel_op(6, "gemv_w8a16_tiles", solution)
 
     def __call__(self, x, out):
-        self.op(x, self.w.q, self.w.scale, out=out)
+        self.op(x, self.w, out=out)
 
     def nbytes(self):
         return self.w.nbytes()
 
     def dequantized(self):
-        return torch.cat([quant.Int8Weight(self.w.q[i:i + 4096], self.w.scale[i:i + 4096], 128).dequantize().half()
+        q = self.w.codes()
+        return torch.cat([quant.Int8Weight(q[i:i + 4096], self.w.scale[i:i + 4096], 128).dequantize().half()
                           for i in range(0, self.n, 4096)])
 
 
@@ -283,44 +286,49 @@ class W4A16FragLayer:
 
 
 class W4A16Layer:
-    """INT4 group-128 weights in lesson 07's packing, lesson 07's linear_w4a16 (GEMV to M = 16, then tiled)."""
+    """INT4 group-128 weights in lesson 07's packing, in 16-row tiles: lesson 07's GEMV on tiles
+    (`gemv_w4a16_tiles`; a decode step has M ≤ 16: the batch)."""
 
     def __init__(self, W, solution=None):
         parts = _by_rows(W, lambda w: quant.quantize_int4(w, 128))
-        self.w = quant.Int4Weight(torch.cat([p.packed for p in parts]), torch.cat([p.scale for p in parts]), 128)
+        self.w = quant.to_tiles(quant.Int4Weight(torch.cat([p.packed for p in parts]),
+                                                 torch.cat([p.scale for p in parts]), 128))
         self.n, self.k = W.shape
-        self.op, self.module = _kernel_op(7, "linear_w4a16", solution)
+        self.op, self.module = _kernel_op(7, "gemv_w4a16_tiles", solution)
 
     def __call__(self, x, out):
-        self.op(x, self.w.packed, self.w.scale, out=out)
+        self.op(x, self.w, out=out)
 
     def nbytes(self):
         return self.w.nbytes()
 
     def dequantized(self):
-        return torch.cat([quant.Int4Weight(self.w.packed[i:i + 4096], self.w.scale[i:i + 4096], 128).dequantize().half()
+        w = self.w.rows()
+        return torch.cat([quant.Int4Weight(w.packed[i:i + 4096], w.scale[i:i + 4096], 128).dequantize().half()
                           for i in range(0, self.n, 4096)])
 
 
 class NF4Layer:
-    """NF4 weights (bitsandbytes' layout, block 64), lesson 08's gemv_nf4."""
+    """NF4 weights (bitsandbytes' quantization, block 64) repacked into 16-row tiles, lesson 08's GEMV on tiles
+    (`gemv_nf4_tiles`)."""
 
     def __init__(self, W, solution=None):
         parts = _by_rows(W, lambda w: quant.quantize_nf4(w, 64))
         self.n, self.k = W.shape
-        self.packed = torch.cat([p.packed for p in parts]).view(self.n, self.k // 2)
-        self.absmax = torch.cat([p.absmax for p in parts]).view(self.n, self.k // 64)
-        self.codebook = quant.NF4.to(W.device)
-        self.op, self.module = _kernel_op(8, "gemv_nf4", solution)
+        self.w = quant.to_tiles(quant.NF4Weight(torch.cat([p.packed for p in parts]),
+                                                torch.cat([p.absmax for p in parts]), (self.n, self.k), 64))
+        self.op, self.module = _kernel_op(8, "gemv_nf4_tiles", solution)
 
     def __call__(self, x, out):
-        self.op(x, self.packed, self.absmax, self.codebook, out=out)
+        self.op(x, self.w, out=out)
 
     def nbytes(self):
-        return self.packed.numel() + self.absmax.numel() * 4
+        return self.w.nbytes()
 
     def dequantized(self):
-        return torch.cat([quant.NF4Weight(self.packed[i:i + 4096].reshape(-1), self.absmax[i:i + 4096].reshape(-1),
+        w = self.w.rows()
+        packed, absmax = w.packed.view(self.n, self.k // 2), w.absmax.view(self.n, self.k // 64)
+        return torch.cat([quant.NF4Weight(packed[i:i + 4096].reshape(-1), absmax[i:i + 4096].reshape(-1),
                                           (min(4096, self.n - i), self.k), 64).dequantize().half()
                           for i in range(0, self.n, 4096)])
 
