@@ -42,15 +42,13 @@ def baseline_for(problem):
         def deq_w4a8(x, *w):  # the weights dequantized to FP16 (their INT8 codes × scale), then cuBLAS
             return torch.nn.functional.linear(x, problem.weight((x, *w)).dequantize().half())
         return "PyTorch: dequantize + cuBLAS", deq_w4a8
-    if isinstance(problem, (W4A16FragLinear, W4A16TilesLinear, NF4TilesLinear)):
+    if isinstance(problem, (W4A16FragLinear, W4A16TilesLinear, NF4TilesLinear, W8A16TilesLinear)):  # repacked weights
         return "PyTorch: dequantize + cuBLAS", lambda x, w: torch.nn.functional.linear(x, w.dequantize().half())
     if isinstance(problem, W4A16Linear):
         def deq4(x, q, s, *z):
             W = quant.Int4Weight(q, s, problem.group, z[0] if z else None).dequantize().half()
             return torch.nn.functional.linear(x, W)
         return "PyTorch: dequantize + cuBLAS", deq4
-    if isinstance(problem, W8A16TilesLinear):
-        return "PyTorch: dequantize + cuBLAS", lambda x, w: torch.nn.functional.linear(x, w.dequantize().half())
     if isinstance(problem, W8A16Linear):
         return "PyTorch: dequantize + cuBLAS", lambda x, q, s: torch.nn.functional.linear(
             x, quant.Int8Weight(q, s, problem.group).dequantize().half())
