@@ -273,11 +273,30 @@ static void launch_gemv(const __half* x, const typename WF::T* W, const __half* 
 // The fused GEMV on weights in 16-row tiles: one tile per block. With at least two tiles per SM, each warp keeps
 // one K block in flight and four blocks share an SM (≤ 64 registers); with fewer tiles, each warp keeps two
 // (NOTES.md: the sweep behind both).
+#ifndef GEMV_PDL_SPREAD
+#define GEMV_PDL_SPREAD 1  // 0: no shared-memory request under PDL (the comparison in NOTES.md)
+#endif
+// Under PDL a kernel's blocks start while the kernel before it still holds part of each SM, and fill the SMs that
+// have room first: four of these blocks on some SMs where the grid has three or fewer per SM, and this memory-bound
+// kernel then runs at the pace of its most crowded SMs (lesson 10's kernel met the same). Up to 8 tokens, asking for
+// shared memory that lets only the grid's share of blocks fit on an SM keeps them spread: lesson 11's W8A16 step at
+// batch 1 and 4, 7% and 4% faster. At 16 tokens it made that step 16% slower, so there the blocks are left alone
+// (the request also takes the SM's L1, where the blocks of an SM share x; NOTES.md).
 template <bool LOW, int UU>
 static void launch_tiles(const __half* x, const int8_t* q, const __half* scales, __half* y, int M, int N, int K,
                          cudaStream_t stream) {
-    launch_pdl(gemv_kernel<I8W, 2, true, LOW, UU>, dim3((N + 15) / 16, LOW ? 1 : (M + 15) / 16), THREADS, 0, stream, x, q,
-               scales, y, M, N, K, g_pdl);
+    const auto kernel = gemv_kernel<I8W, 2, true, LOW, UU>;
+    static int sms = 0, sm_smem = 0, fit = 0;  // fit: blocks per SM that registers and static shared memory allow
+    if (!sms) {
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+        cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0);
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, THREADS, 0);
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, sm_smem / 2 + 1);
+    }
+    const dim3 grid((N + 15) / 16, LOW ? 1 : (M + 15) / 16);
+    const int share = (grid.x * grid.y + sms - 1) / sms;
+    const size_t smem = g_pdl && GEMV_PDL_SPREAD && LOW && share < fit ? sm_smem / (share + 1) + 1 : 0;  // share + 1 do not fit
+    launch_pdl(kernel, grid, THREADS, smem, stream, x, q, scales, y, M, N, K, g_pdl);
 }
 static void launch_gemv_tiles(const __half* x, const int8_t* q, const __half* scales, __half* y, int M, int N, int K,
                               cudaStream_t stream) {

@@ -197,7 +197,7 @@ __device__ __forceinline__ void mma_steps(float (&acc)[4], const uint32_t (&lo)[
 template <bool SYM, int R, int NT, bool TILES = false>
 __global__ void __launch_bounds__(THREADS, GEMV_MIN_BLOCKS)
 gemv_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const __half* __restrict__ scales,
-            const uint8_t* __restrict__ zeros, __half* __restrict__ y, int M, int N, int K) {
+            const uint8_t* __restrict__ zeros, __half* __restrict__ y, int M, int N, int K, bool prefetch_scales) {
     pdl_trigger();
     __shared__ float red[WARPS][R][NT][32][4];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -236,6 +236,17 @@ gemv_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const 
 #pragma unroll
             for (int h = 0; h < 2; ++h)
                 if (warp + p * WARPS < groups) wv[p][r][h] = load_stream(wptr(r, h) + (size_t)(warp + p * WARPS) * WSTEP);
+    // At 9-16 tokens on tiles, the block asks L2 for its scales of all of K up front, and each K block's scale load
+    // finds them there instead of in DRAM: 3-11% faster at M = 9-16 where the grid is at most two waves, 4% slower
+    // at N = 28672 (NOTES.md; at M <= 8 no gain). A prefetch holds no register, and this variant is at its cap of
+    // 128; the zero-point variant still spilled with it, so it goes without.
+    if (SYM && TILES && NT == 2 && prefetch_scales)
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const char* slab = reinterpret_cast<const char*>(scales + srow[r][0] - g);  // the tile's [K/128][16]
+            for (int off = threadIdx.x * 128; off < groups * 32; off += THREADS * 128)
+                asm volatile("prefetch.global.L2 [%0];\n" ::"l"(slab + off));
+        }
     pdl_wait();  // x comes from the previous kernel; the ring's first weights are already on their way
     // Unrolled by the ring's length, so that the ring's moves at the end become register renames.
 #pragma unroll RING_UNROLL
@@ -304,20 +315,24 @@ gemv_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const 
 
 template <bool SYM, int R, bool TILES>
 static void launch_gemv_r(const __half* x, const int32_t* Wq, const __half* scales, const uint8_t* zeros, __half* y,
-                          int M, int N, int K, cudaStream_t stream) {
-    if (M <= 8) launch_pdl(gemv_kernel<SYM, R, 1, TILES>, dim3((N + 16 * R - 1) / (16 * R), 1), THREADS, 0, stream, x, Wq, scales, zeros, y, M, N, K);
-    else launch_pdl(gemv_kernel<SYM, R, 2, TILES>, dim3((N + 16 * R - 1) / (16 * R), (M + 15) / 16), THREADS, 0, stream, x, Wq, scales, zeros, y, M, N, K);
+                          int M, int N, int K, int sms, cudaStream_t stream) {
+    const dim3 grid((N + 16 * R - 1) / (16 * R), M <= 8 ? 1 : (M + 15) / 16);
+    const bool prefetch = TILES && M > 8 && grid.x * grid.y <= 4u * sms;  // at most two waves of 2 blocks per SM
+    if (M <= 8) launch_pdl(gemv_kernel<SYM, R, 1, TILES>, grid, THREADS, 0, stream, x, Wq, scales, zeros, y, M, N, K, false);
+    else launch_pdl(gemv_kernel<SYM, R, 2, TILES>, grid, THREADS, 0, stream, x, Wq, scales, zeros, y, M, N, K, prefetch);
 }
 
 template <bool SYM, bool TILES = false>
 static void launch_gemv(const __half* x, const int32_t* Wq, const __half* scales, const uint8_t* zeros, __half* y,
                         int M, int N, int K, cudaStream_t stream) {
     // 32 outputs per block when that still gives every SM a block, else 16 (lesson 06's rule; on tiles too:
-    // one tile per block with 3 or 4 blocks per SM was no faster, NOTES.md).
+    // one tile per block with 3 or 4 blocks per SM was no faster, NOTES.md). On tiles at 9-16 tokens, 32 always:
+    // each block reads all of x's 16 rows, so half the blocks read half the x (N = 4096, K = 14336: 4% faster).
     static int sms = 0;
     if (!sms) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-    if (GEMV_R == 2 || (GEMV_R == 0 && (N + 31) / 32 >= sms)) launch_gemv_r<SYM, 2, TILES>(x, Wq, scales, zeros, y, M, N, K, stream);
-    else launch_gemv_r<SYM, 1, TILES>(x, Wq, scales, zeros, y, M, N, K, stream);
+    if (GEMV_R == 2 || (GEMV_R == 0 && ((N + 31) / 32 >= sms || (TILES && M > 8))))
+        launch_gemv_r<SYM, 2, TILES>(x, Wq, scales, zeros, y, M, N, K, sms, stream);
+    else launch_gemv_r<SYM, 1, TILES>(x, Wq, scales, zeros, y, M, N, K, sms, stream);
 }
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {  // read once: 256-byte L2 fetches

@@ -384,17 +384,30 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
     }
 }
 
+#ifndef NF4_PDL_SPREAD
+#define NF4_PDL_SPREAD 1  // 0: no extra shared-memory request under PDL (the comparison in NOTES.md)
+#endif
+// Under PDL the blocks start while the kernel before still holds part of each SM, and fill the SMs with room first:
+// three 16 × 8 blocks on some SMs where the grid has two per SM, and the kernel runs at the pace of its most crowded
+// SMs. Asking for shared memory that fits only the grid's share keeps them spread (as in lessons 06 and 10; the
+// decode step at batch 1 and 4: 4% faster, NOTES.md).
 template <int R, int NT, bool TILES = false>
 static void launch_nf4(const __half* x, const uint8_t* Wq, const float* absmax, const float* cb, __half* y, int M, int N,
                        int K, cudaStream_t stream) {
     constexpr int SMEM = NF4_SPREAD ? 256 * 32 * 4 : 0;
-    static bool configured = false;
-    if (!configured) {
-        cudaFuncSetAttribute(gemv_nf4_kernel<R, NT, TILES>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
-        configured = true;
+    const auto kernel = gemv_nf4_kernel<R, NT, TILES>;
+    static int sms = 0, sm_smem = 0, fit = 0;
+    if (!sms) {
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+        cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0);
+        const int most = sm_smem / 2 + 1 > SMEM ? sm_smem / 2 + 1 : SMEM;  // the largest request below
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, NTHREADS, SMEM);
     }
-    launch_pdl(gemv_nf4_kernel<R, NT, TILES>, dim3((N + 16 * R - 1) / (16 * R), (M + 8 * NT - 1) / (8 * NT)), NTHREADS, SMEM,
-               stream, x, Wq, absmax, cb, y, M, N, K);
+    const dim3 grid((N + 16 * R - 1) / (16 * R), (M + 8 * NT - 1) / (8 * NT));
+    const int share = (grid.x * grid.y + sms - 1) / sms;
+    const size_t spread = g_pdl && NF4_PDL_SPREAD && share < fit ? sm_smem / (share + 1) + 1 : 0;  // share + 1 do not fit
+    launch_pdl(kernel, grid, NTHREADS, spread > SMEM ? spread : SMEM, stream, x, Wq, absmax, cb, y, M, N, K);
 }
 
 static bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
