@@ -223,6 +223,15 @@ def _out(out, shape, name, device, dims=("M", "N")):
     return out
 
 
+class _Repacked:
+    """For the problems whose weights come as one quant layout object w (16-row tiles, fragment order): the reference
+    is x times w's own dequantized weights, in float64."""
+
+    def reference(self, inputs):
+        x, w = inputs
+        return x.double() @ w.dequantize().double().T
+
+
 def _bind_repacked(prob, launcher, name, default, cls, how, tensors, unit="group"):
     """`op(x, w, out=None)` for a problem whose weights come repacked in a quant layout object of type `cls` (made by
     `how`, for the error), with `.n`, `.k` and the size of the `unit` ("group" or "block") that one scale covers, which
@@ -315,7 +324,7 @@ class W8A16Linear(Linear):
 
 
 @dataclass
-class W8A16TilesLinear(W8A16Linear):
+class W8A16TilesLinear(_Repacked, W8A16Linear):
     """Lesson 06: W8A16Linear's problem with q in 16-row tiles (harness.quant.to_tiles): `op(x, w, out=None)` with
     w a quant.Int8Tiles. Launchers: `fn(x, q_tiles, scales, y, M, N, K)`, q_tiles int8 [ceil(N/16), K/64, 16, 64]."""
     name: str = "w8a16_tiles"
@@ -324,10 +333,6 @@ class W8A16TilesLinear(W8A16Linear):
         from . import quant
         x, q, scale = W8A16Linear.make_inputs(self, shape, gen, device)
         return x, quant.to_tiles(quant.Int8Weight(q, scale, self.group))
-
-    def reference(self, inputs):
-        x, w = inputs
-        return x.double() @ w.dequantize().double().T
 
     def bind(self, launcher, name: str | None = None):
         from . import quant
@@ -400,7 +405,7 @@ class W4A16Linear(Linear):
 
 
 @dataclass
-class W4A16TilesLinear(W4A16Linear):
+class W4A16TilesLinear(_Repacked, W4A16Linear):
     """Lesson 07: W4A16Linear's problem with the packed weights in 16-row tiles (harness.quant.to_tiles):
     `op(x, w, out=None)` with w a quant.Int4Tiles, symmetric or not as the problem. Launchers:
     `fn(x, packed, scales, y, M, N, K)` or `fn(x, packed, scales, zeros, y, M, N, K)`, packed int32
@@ -413,10 +418,6 @@ class W4A16TilesLinear(W4A16Linear):
         from . import quant
         x, packed, scale, *zero = W4A16Linear.make_inputs(self, shape, gen, device)
         return x, quant.to_tiles(quant.Int4Weight(packed, scale, self.group, zero[0] if zero else None))
-
-    def reference(self, inputs):
-        x, w = inputs
-        return x.double() @ w.dequantize().double().T
 
     def bind(self, launcher, name: str | None = None):
         from . import quant
@@ -438,7 +439,7 @@ class W4A16TilesLinear(W4A16Linear):
 
 
 @dataclass
-class W4A16FragLinear(W4A16Linear):
+class W4A16FragLinear(_Repacked, W4A16Linear):
     """Lesson 10: W4A16Linear's problem with the weights in mma fragment order (harness.quant.to_fragments):
     `op(x, w, out=None)` with w a quant.Int4Fragments. Symmetric only.
 
@@ -451,10 +452,6 @@ class W4A16FragLinear(W4A16Linear):
         from . import quant
         x, packed, scale = W4A16Linear.make_inputs(self, shape, gen, device)
         return x, quant.to_fragments(quant.Int4Weight(packed, scale, self.group))
-
-    def reference(self, inputs):
-        x, w = inputs
-        return x.double() @ w.dequantize().double().T
 
     def bind(self, launcher, name: str | None = None):
         from . import quant
@@ -638,7 +635,7 @@ class NF4Linear(Linear):
 
 
 @dataclass
-class NF4TilesLinear(NF4Linear):
+class NF4TilesLinear(_Repacked, NF4Linear):
     """Lesson 08: NF4Linear's problem with the weights in 16-row tiles (harness.quant.to_tiles): `op(x, w, out=None)`
     with w a quant.NF4Tiles. Launchers: `fn(x, packed, absmax, codebook, y, M, N, K)`, packed uint8
     [ceil(N/16), K/128, 16, 64], absmax fp32 [ceil(N/16), K/64, 16]."""
@@ -652,10 +649,6 @@ class NF4TilesLinear(NF4Linear):
         M, N, K = shape
         x, packed, absmax, _ = NF4Linear.make_inputs(self, shape, gen, device)
         return x, quant.to_tiles(quant.NF4Weight(packed.reshape(-1), absmax.reshape(-1), (N, K), self.block))
-
-    def reference(self, inputs):
-        x, w = inputs
-        return x.double() @ w.dequantize().double().T
 
     def bind(self, launcher, name: str | None = None):
         from . import quant
