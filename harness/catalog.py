@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import torch
 
 from .problems import (AddRMSNorm, DecodeAttention, DequantNF4, DequantW4, DequantW8, GemvLinear, Linear, NF4Linear,
-                       NF4TilesLinear, ScaleAdd, SiluMul, W4A8Linear, W4A16FragLinear, W4A16Linear, W4A16TilesLinear,
-                       W8A8Linear, W8A16Linear, W8A16TilesLinear)
+                       NF4TilesLinear, ScaleAdd, SiluMul, W4A8Linear, W4A16FragLinear, W4A16Linear, W4A16MarlinLinear,
+                       W4A16TilesLinear, W8A8Linear, W8A16Linear, W8A16TilesLinear)
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,7 @@ NF4_LINEAR = NF4Linear()
 NF4_TILES = NF4TilesLinear()
 W4A8 = W4A8Linear()
 W4A16_FRAG = W4A16FragLinear()
+W4A16_MARLIN = W4A16MarlinLinear()  # the baseline's problem (harness.marlin)
 ADD_RMSNORM = AddRMSNorm()
 ATTENTION = DecodeAttention()
 SILU_MUL = SiluMul()

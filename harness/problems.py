@@ -465,6 +465,31 @@ class W4A16FragLinear(_Repacked, W4A16Linear):
 
 
 @dataclass
+class W4A16MarlinLinear(_Repacked, W4A16Linear):
+    """The baseline's problem (harness.marlin): W4A16Linear's symmetric problem with the weights in Marlin's layout,
+    `op(x, w, out=None)` with w a marlin.MarlinWeight. Launcher: `fn(x, packed, scale, zero, locks, y, M, N, K)`
+    (tools/marlin_baseline.cu). Marlin takes N a multiple of 256 and K of 128, so the odd shapes are odd in M."""
+    name: str = "w4a16_marlin"
+    check_shapes: tuple = ((1, 256, 128), (2, 512, 384), (5, 768, 256), (16, 1024, 1152), (17, 256, 640),
+                           (31, 512, 256), (64, 768, 512), (100, 256, 384), (127, 512, 1024), (256, 1024, 256),
+                           (1, 4096, 4096))
+
+    def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
+        from . import marlin, quant
+        x, packed, scale = W4A16Linear.make_inputs(self, shape, gen, device)
+        return x, marlin.pack(quant.Int4Weight(packed, scale, self.group))
+
+    def bind(self, launcher, name: str | None = None):
+        from . import marlin
+        return _bind_repacked(self, launcher, name, "w4a16_marlin_op", marlin.MarlinWeight,
+                              "marlin.pack(quantize_int4(W))", lambda w, K: [
+                                  (w.packed, torch.int32, (K // 16, 2 * w.n), "w.packed (Marlin's layout)"),
+                                  (w.scale, torch.float16, (K // self.group, w.n), "w.scale (Marlin's order)"),
+                                  (w.zero, torch.float16, (K // self.group, w.n), "w.zero (−8 · scale)"),
+                                  (w.locks, torch.int32, (w.n // 128 * 16,), "w.locks")])
+
+
+@dataclass
 class DequantW8:
     """W[N, K] = q · scale in FP16 (the unfused route's first kernel). Launchers: `fn(q, scales, W, N, K)`."""
     group: int = 128

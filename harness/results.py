@@ -205,13 +205,18 @@ def w8a8_markdown(section: str = "table") -> str:
     return "\n".join(out)
 
 
-W4A16_COLUMNS = ["cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS", "tinygemm (_weight_int4pack_mm, bf16)",
+W4A16_COLUMNS = ["cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS", "tinygemm (_weight_int4pack_mm, bf16)", "Marlin",
                  "(06) fused W8A16 (INT8 weights)", "(07) fused W4A16", "(07) fused W4A16, zero points"]
+
+
+def _times(d, key):
+    """A row's speedup over a baseline as a table cell ("–" where the baseline did not run)."""
+    return f"{d[key]:.2f}×" if d.get(key) else "–"
 
 
 def w4a16_markdown(section: str = "table") -> str:
     """Lesson 07's table, one line per shape and M: µs of each route, then the fused W4A16 kernel's % of copy
-    bandwidth and its speedups over cuBLAS on FP16 weights and over tinygemm."""
+    bandwidth and its speedups over cuBLAS on FP16 weights, tinygemm and Marlin."""
     sec = load(7, section, prefer_local=False)
     by = {}
     for r in sec["rows"]:
@@ -220,13 +225,14 @@ def w4a16_markdown(section: str = "table") -> str:
              "(06) fused W8A16 (INT8 weights)": "06 fused W8A16", "(07) fused W4A16": "07 fused W4A16",
              "(07) fused W4A16, zero points": "07 with zero points"}
     out = ["| K × N | M | " + " | ".join(names.get(c, c) for c in W4A16_COLUMNS)
-           + " | 07 % copy bw | 07 vs cuBLAS FP16 | 07 vs tinygemm |", "|---|---:|" + "---:|" * (len(W4A16_COLUMNS) + 3)]
+           + " | 07 % copy bw | 07 vs cuBLAS FP16 | 07 vs tinygemm | 07 vs Marlin |",
+           "|---|---:|" + "---:|" * (len(W4A16_COLUMNS) + 4)]
     for (K, N, M), ops in by.items():
         d = ops["(07) fused W4A16"]
         cell = lambda c: f"{ops[c]['us']:,.1f}" if c in ops else "–"
-        tiny = f"{d['speedup_vs_tinygemm']:.2f}×" if d.get("speedup_vs_tinygemm") else "–"
         out.append(f"| {K} × {N} | {M} | " + " | ".join(cell(c) for c in W4A16_COLUMNS)
-                   + f" | {d['pct_copy_bw']:.1f}% | {d['speedup_vs_cublas']:.2f}× | {tiny} |")
+                   + f" | {d['pct_copy_bw']:.1f}% | {d['speedup_vs_cublas']:.2f}× | {_times(d, 'speedup_vs_tinygemm')} | "
+                   f"{_times(d, 'speedup_vs_marlin')} |")
     out.append(f"\nµs, median; weights rotated past L2. Measured on {env_line(sec)}.")
     return "\n".join(out)
 
@@ -239,17 +245,18 @@ def w4a16_tiles_markdown(section: str = "table") -> str:
     (M ≤ 16), with cuBLAS FP16 and tinygemm from the same run."""
     sec = load(7, section, prefer_local=False)
     rows = {(r["op"], tuple(r["shape"])): r for r in sec["rows"]}
-    out = ["| K × N | M | cuBLAS FP16 | tinygemm (bf16) | GEMV, row-major | % copy bw | GEMV, 16-row tiles | % copy bw | "
-           "tiles vs row-major | tiles vs cuBLAS FP16 | tiles vs tinygemm |", "|---|---:|" + "---:|" * 9]
+    out = ["| K × N | M | cuBLAS FP16 | tinygemm (bf16) | Marlin | GEMV, row-major | % copy bw | GEMV, 16-row tiles | "
+           "% copy bw | tiles vs row-major | tiles vs cuBLAS FP16 | tiles vs tinygemm | tiles vs Marlin |",
+           "|---|---:|" + "---:|" * 11]
     for (op, s), e in rows.items():
         if op != W4A16_TILES_OP:
             continue
         d, cub = rows[(W4A16_ROWS_OP, s)], rows[("cuBLAS FP16 (FP16 weights)", s)]
-        tiny = rows.get(("tinygemm (_weight_int4pack_mm, bf16)", s))
-        out.append(f"| {s[2]} × {s[1]} | {s[0]} | {cub['us']:,.1f} | {tiny['us'] if tiny else float('nan'):,.1f} | "
-                   f"{d['us']:,.1f} | {d['pct_copy_bw']:.1f}% | {e['us']:,.1f} | {e['pct_copy_bw']:.1f}% | "
-                   f"{d['us'] / e['us']:.2f}× | {cub['us'] / e['us']:.2f}× | "
-                   + (f"{tiny['us'] / e['us']:.2f}× |" if tiny else "– |"))
+        us = lambda op: f"{rows[(op, s)]['us']:,.1f}" if (op, s) in rows else "–"
+        out.append(f"| {s[2]} × {s[1]} | {s[0]} | {cub['us']:,.1f} | {us('tinygemm (_weight_int4pack_mm, bf16)')} | "
+                   f"{us('Marlin')} | {d['us']:,.1f} | {d['pct_copy_bw']:.1f}% | {e['us']:,.1f} | {e['pct_copy_bw']:.1f}% | "
+                   f"{d['us'] / e['us']:.2f}× | {cub['us'] / e['us']:.2f}× | {_times(e, 'speedup_vs_tinygemm')} | "
+                   f"{_times(e, 'speedup_vs_marlin')} |")
     out.append(f"\nµs, median; weights rotated past L2; the two GEMVs are the same kernel, same arithmetic, on the same "
                f"bytes in two orders. Measured on {env_line(sec)}.")
     return "\n".join(out)
@@ -330,26 +337,27 @@ def pipe_ladder_markdown() -> str:
     return "\n".join(out)
 
 
-PIPE_COLUMNS = ["cuBLAS FP16 (FP16 weights)", "tinygemm (_weight_int4pack_mm, bf16)", "(07) W4A16",
+PIPE_COLUMNS = ["cuBLAS FP16 (FP16 weights)", "tinygemm (_weight_int4pack_mm, bf16)", "Marlin", "(07) W4A16",
                 "(10) W4A16, fragment order"]
 
 
 def pipe_markdown() -> str:
-    """Lesson 10's table: its kernel against cuBLAS FP16, tinygemm and lesson 07's W4A16, per shape and M."""
+    """Lesson 10's table: its kernel against cuBLAS FP16, tinygemm, Marlin and lesson 07's W4A16, per shape and M."""
     sec = load(10, "table", prefer_local=False)
     by = {}
     for r in sec["rows"]:
         by.setdefault((r["shape"][2], r["shape"][1], r["shape"][0]), {})[r["op"]] = r
     names = {"cuBLAS FP16 (FP16 weights)": "cuBLAS FP16", "tinygemm (_weight_int4pack_mm, bf16)": "tinygemm (bf16)",
-             "(07) W4A16": "07 W4A16", "(10) W4A16, fragment order": "10 W4A16"}
+             "Marlin": "Marlin", "(07) W4A16": "07 W4A16", "(10) W4A16, fragment order": "10 W4A16"}
     out = ["| K × N | M | " + " | ".join(names[c] for c in PIPE_COLUMNS)
-           + " | 10 % copy bw | 10 vs cuBLAS | 10 vs 07 |", "|---|---:|" + "---:|" * (len(PIPE_COLUMNS) + 3)]
+           + " | 10 % copy bw | 10 vs cuBLAS | 10 vs 07 | 10 vs Marlin |",
+           "|---|---:|" + "---:|" * (len(PIPE_COLUMNS) + 4)]
     for (K, N, M), ops in by.items():
         d = ops["(10) W4A16, fragment order"]
         cell = lambda c: f"{ops[c]['us']:,.1f}" if c in ops else "–"
         out.append(f"| {K} × {N} | {M} | " + " | ".join(cell(c) for c in PIPE_COLUMNS)
                    + f" | {d['pct_copy_bw']:.1f}% | {d['speedup_vs_cublas']:.2f}× | "
-                   f"{ops['(07) W4A16']['us'] / d['us']:.2f}× |")
+                   f"{ops['(07) W4A16']['us'] / d['us']:.2f}× | {_times(d, 'speedup_vs_marlin')} |")
     out.append(f"\nµs, median; weights rotated past L2. Measured on {env_line(sec)}.")
     return "\n".join(out)
 

@@ -18,7 +18,7 @@ def test_compiles(lesson, file, solution):
             assert r["spill_stores"] == 0, f"{kernel} spills registers on {arch}: {r}"
 
 
-TOOL_FILES = sorted((build.ROOT / "tools").glob("*.cu"))
+TOOL_FILES = sorted(p for p in (build.ROOT / "tools").glob("*.cu") if p.name != "marlin_baseline.cu")  # test_marlin
 
 
 @pytest.mark.parametrize("path", TOOL_FILES, ids=[p.name for p in TOOL_FILES])

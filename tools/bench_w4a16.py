@@ -1,12 +1,14 @@
 """Lesson 07 measurements: W4A16 (INT4 weights, group 128) against cuBLAS FP16, dequantize + cuBLAS, PyTorch's
-tinygemm INT4 kernel and lesson 06's INT8 kernel, at decode and small-batch shapes, weights rotated past L2.
+tinygemm INT4 kernel, Marlin (harness/marlin.py) and lesson 06's INT8 kernel, at decode and small-batch shapes,
+weights rotated past L2.
 With --record the rows go to results/07.json (COURSE_RECORD=1 for the shipped file).
 
     python tools/bench_w4a16.py [--m 1 4 16 64 256] [--exercises] [--record]
 
 tinygemm (torch._weight_int4pack_mm) takes bf16 activations and its own packed layout
 (torch._convert_weight_to_int4pack) with scales and zeros as [K/128, N, 2]: it is timed on random weights of
-that layout, the same sizes; its values are not compared.
+that layout, the same sizes; its values are not compared. Marlin runs on each input set's own weights, packed into
+its layout before timing (tests/test_marlin.py checks its results).
 At M <= 16 it also times the GEMV on the same weights stored in 16-row tiles (quant.to_tiles, repacked before
 timing, as a serving engine does at load time) against the row-major GEMV, in the same run.
 """
@@ -15,7 +17,7 @@ import math
 
 import torch
 
-from harness import bench, build, catalog, quant, results, roofline
+from harness import bench, build, catalog, marlin, quant, results, roofline
 
 SHAPES_KN = [(4096, 4096), (4096, 14336), (14336, 4096), (8192, 8192)]
 
@@ -59,6 +61,9 @@ def main():
     dequant = catalog.DEQUANT_W4.bind(mod.dequant_w4)
     int8 = p8.bind(mod6.linear_w8a16)
     bw = roofline.ceilings()["copy_GBps"]
+    no_marlin = marlin.unavailable()
+    if no_marlin:
+        print(f"Marlin unavailable here: {no_marlin}")
     rows = []
     for K, N in SHAPES_KN:
         tiny, why = tinygemm_op(N, K)
@@ -75,6 +80,8 @@ def main():
                      "(07) fused W4A16": bench.time_fn(fused, sets, reps=50)}
             if tiny:
                 timed["tinygemm (_weight_int4pack_mm, bf16)"] = bench.time_fn(tiny, sets, reps=50)
+            if not no_marlin:
+                timed[marlin.OP] = bench.time_fn(marlin.bench_op(sets), sets, reps=50)
             if M <= 16:  # the GEMV on row-major weights, then on the same weights in tiles (each set's own)
                 tw = {id(s[1]): quant.to_tiles(quant.Int4Weight(s[1], s[2], prob.group)) for s in sets}
                 timed[results.W4A16_ROWS_OP] = bench.time_fn(gemv, sets, reps=50)
@@ -85,6 +92,7 @@ def main():
             timed["(06) fused W8A16 (INT8 weights)"] = bench.time_fn(int8, bench.input_sets(p8, shape), reps=50)
             base = timed["cuBLAS FP16 (FP16 weights)"].median_us
             tiny_us = timed["tinygemm (_weight_int4pack_mm, bf16)"].median_us if tiny else None
+            marlin_us = timed[marlin.OP].median_us if marlin.OP in timed else None
             by = {"(07) fused W4A16, zero points": asym.bytes(shape), "(06) fused W8A16 (INT8 weights)": p8.bytes(shape),
                   "cuBLAS FP16 (FP16 weights)": catalog.FP16.bytes(shape)}
             print(f"\nM={M} K={K} N={N}: W4A16 floor {prob.bytes(shape) / bw / 1e3:.1f} µs at {bw:,.0f} GB/s")
@@ -95,6 +103,7 @@ def main():
                                  pct_copy_bw=round(100 * nbytes / bw / 1e3 / t.median_us, 1),
                                  speedup_vs_cublas=round(base / t.median_us, 2),
                                  speedup_vs_tinygemm=round(tiny_us / t.median_us, 2) if tiny_us else None,
+                                 speedup_vs_marlin=round(marlin_us / t.median_us, 2) if marlin_us else None,
                                  tflops=round(prob.flops(shape) / t.median_us / 1e6, 3)))
                 r = rows[-1]
                 print(f"  {k:<40} {r['us']:>9.1f} µs {r['gbs']:>7,.0f} GB/s {r['pct_copy_bw']:>6.1f}% of copy bw "

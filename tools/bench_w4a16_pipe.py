@@ -2,7 +2,7 @@
 
     python tools/bench_w4a16_pipe.py --ladder [--m 16 128] [--record]   each step of the ladder against the one before
     python tools/bench_w4a16_pipe.py [--m 1 16 32 64 128 256] [--record] lesson 10's kernel against cuBLAS FP16,
-                                                                        tinygemm and lesson 07's W4A16
+                                                                        tinygemm, Marlin and lesson 07's W4A16
 
 With --record the rows go to results/10.json ("ladder" or "table"; COURSE_RECORD=1 for the shipped file).
 """
@@ -15,7 +15,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_w4a16 import tinygemm_op  # noqa: E402  (lesson 07's tinygemm route, the same baseline)
 
-from harness import bench, build, catalog, quant, results, roofline  # noqa: E402
+from harness import bench, build, catalog, marlin, quant, results, roofline  # noqa: E402
 
 SHAPES_KN = [(4096, 4096), (4096, 14336), (14336, 4096), (8192, 8192)]
 CUBLAS, OURS = "cuBLAS FP16 (FP16 weights)", "(10) W4A16, fragment order"
@@ -54,6 +54,9 @@ def main():
         if not a.quick:
             routes["(07) W4A16"] = (p, p.bind(build.load(7, "w4a16", solution=sol).linear_w4a16))
     bw = roofline.ceilings()["copy_GBps"]
+    no_marlin = "not asked for" if a.ladder or a.quick else marlin.unavailable()
+    if no_marlin and no_marlin != "not asked for":
+        print(f"Marlin unavailable here: {no_marlin}")
     rows = []
     for K, N in shapes_kn:
         tiny, why = (None, "not asked for") if a.ladder or a.quick else tinygemm_op(N, K)
@@ -65,6 +68,8 @@ def main():
             timed = {CUBLAS: bench.time_fn(lambda x, q, s: torch.nn.functional.linear(x, w16[id(q)]), sets, reps=50)}
             if tiny:
                 timed["tinygemm (_weight_int4pack_mm, bf16)"] = bench.time_fn(tiny, sets, reps=50)
+            if not no_marlin:
+                timed[marlin.OP] = bench.time_fn(marlin.bench_op(sets), sets, reps=50)
             for name, (prob, op) in routes.items():
                 timed[name] = bench.time_fn(op, frags if prob is pf else sets, reps=50)
             del sets, frags, w16
@@ -79,6 +84,8 @@ def main():
                            pct_copy_bw=round(100 * nbytes / bw / 1e3 / t.median_us, 1),
                            speedup_vs_cublas=round(base / t.median_us, 2),
                            tflops=round(p.flops(shape) / t.median_us / 1e6, 2))
+                if marlin.OP in timed:
+                    row["speedup_vs_marlin"] = round(timed[marlin.OP].median_us / t.median_us, 2)
                 if a.ladder and name != CUBLAS:  # each step against the one before
                     row["speedup_vs_previous"] = round(prev / t.median_us, 2) if prev else None
                     prev = t.median_us
