@@ -10,8 +10,9 @@ A decoder layer (Llama 3 / Mistral shape: pre-norm, grouped-query attention with
     gate_up = x · Wguᵀ;  act = silu(gate) · up            linear, silu_mul (lesson 11)
     delta = act · Wdownᵀ                                  linear
 
-The four linear layers of each layer, and the LM head, are what a weight format replaces (`FORMATS`); everything
-else is the same for every format, so the comparison between formats is the comparison between GEMM kernels.
+The four linear layers of each layer, and the LM head, are what a weight format replaces (`FORMATS`; `BASELINES`:
+Marlin, a third-party kernel on the same INT4 weights, for comparison); everything else is the same for every
+format, so the comparison between formats is the comparison between GEMM kernels.
 Weights are random (no checkpoint is downloaded): speed depends only on the shapes, and the check against the FP16
 model measures what quantization and our kernels change, not the quality of a trained model.
 
@@ -333,6 +334,53 @@ class NF4Layer:
                           for i in range(0, self.n, 4096)])
 
 
+class MarlinLayer:
+    """A baseline, not course code: the same symmetric INT4 group-128 weights in Marlin's layout (harness.marlin), run
+    by Marlin, the kernel vLLM serves 4-bit models with. Marlin needs N a multiple of 256: other N are padded with zero
+    rows and the step copies the real outputs out of a buffer (Llama-3-8B's layers need no padding). Launched
+    without PDL, as cuBLAS is."""
+
+    module = None
+
+    def __init__(self, W, solution=None):
+        from . import catalog, marlin
+        self.n, self.k = W.shape
+        parts = _by_rows(W, lambda w: quant.quantize_int4(w, 128))
+        pad = -self.n % marlin.N_MULTIPLE
+        packed, scale = torch.cat([p.packed for p in parts]), torch.cat([p.scale for p in parts])
+        if pad:
+            packed = torch.cat([packed, packed.new_zeros(pad, packed.shape[1])])
+            scale = torch.cat([scale, scale.new_zeros(pad, scale.shape[1])])
+        self.source = quant.Int4Weight(packed, scale, 128)
+        # packed in blocks of 4096 rows (Marlin's layout keeps each block's columns together), joined along N
+        blocks = [marlin.pack(quant.Int4Weight(packed[i:i + 4096], scale[i:i + 4096], 128))
+                  for i in range(0, packed.shape[0], 4096)]
+        n = packed.shape[0]
+        self.w = marlin.MarlinWeight(torch.cat([b.packed for b in blocks], 1), torch.cat([b.scale for b in blocks], 1),
+                                     torch.cat([b.zero for b in blocks], 1),
+                                     torch.zeros(n // 128 * 16, dtype=torch.int32, device=W.device), self.source, n,
+                                     self.k)
+        self.op = catalog.W4A16_MARLIN.bind(marlin.load().marlin_w4a16, "marlin")
+        self.buf = None
+
+    def __call__(self, x, out):
+        if self.w.n == self.n:
+            self.op(x, self.w, out=out)
+            return
+        if self.buf is None or self.buf.shape[0] < x.shape[0]:
+            self.buf = torch.empty(x.shape[0], self.w.n, dtype=out.dtype, device=out.device)
+        self.op(x, self.w, out=self.buf[:x.shape[0]])
+        out.copy_(self.buf[:x.shape[0], :self.n])
+
+    def nbytes(self):
+        return self.w.packed.numel() * 4 + self.w.scale.numel() * 2 + self.w.zero.numel() * 2
+
+    def dequantized(self):
+        w = self.source
+        return torch.cat([quant.Int4Weight(w.packed[i:i + 4096], w.scale[i:i + 4096], 128).dequantize().half()
+                          for i in range(0, self.n, 4096)])[:self.n]
+
+
 @dataclass(frozen=True)
 class Format:
     name: str
@@ -351,6 +399,10 @@ FORMATS = {f.name: f for f in [
     Format("w4a16_07", "W4A16 (lesson 07)", W4A16Layer, 4 + 16 / 128),
     Format("nf4", "NF4 (lesson 08)", NF4Layer, 4 + 32 / 64),
 ]}
+# Third-party kernels on the same weights, for comparison (not in the lesson's run by default):
+# tools/bench_decode.py --formats fp16 w4a16 marlin. Marlin reads a scaled zero point per group too.
+BASELINES = {f.name: f for f in [Format("marlin", "W4A16 (Marlin)", MarlinLayer, 4 + 32 / 128)]}
+ALL_FORMATS = {**FORMATS, **BASELINES}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -383,9 +435,9 @@ class DecodeModel:
 
     def __init__(self, cfg: Config, weights: dict, fmt: str = "fp16", *, max_batch: int = 1, max_seq: int = 1024,
                  ops: Ops | None = None, solution: bool | None = None, pdl: bool | None = None):
-        if fmt not in FORMATS:
-            raise ValueError(f"unknown format {fmt!r}; have {list(FORMATS)}")
-        self.cfg, self.fmt, self.format = cfg, fmt, FORMATS[fmt]
+        if fmt not in ALL_FORMATS:
+            raise ValueError(f"unknown format {fmt!r}; have {list(ALL_FORMATS)}")
+        self.cfg, self.fmt, self.format = cfg, fmt, ALL_FORMATS[fmt]
         self.embed = weights["embed"]
         dev, dt = self.embed.device, self.embed.dtype
         self.ops = ops or (cuda_ops(solution) if dev.type == "cuda" else torch_ops(cfg.eps))
@@ -589,14 +641,14 @@ def step_bytes(cfg: Config, fmt: str, batch: int, ctx: int) -> float:
     positions per sequence, the norms and the batch's embedding rows."""
     kv = batch * ctx * cfg.n_layers * 2 * cfg.n_kv_heads * cfg.head_dim * 2
     small = 2 * ((2 * cfg.n_layers + 1) * cfg.hidden + batch * cfg.hidden)
-    return FORMATS[fmt].weight_bytes(cfg) + kv + small
+    return ALL_FORMATS[fmt].weight_bytes(cfg) + kv + small
 
 
 def fit_layers(cfg: Config, free_bytes: float, formats=("fp16",), headroom: float = 0.6) -> Config:
     """`cfg` with as many layers (up to its own) as fit `headroom` of `free_bytes` with the FP16 weights, one model per
     format in `formats` (its weights and a 1 k-position cache for 16 sequences) and one more FP16 copy (the
     dequantized twin of the accuracy check)."""
-    copies = 2 + sum(FORMATS[f].bits / 16 for f in formats)  # in units of the FP16 weights
+    copies = 2 + sum(ALL_FORMATS[f].bits / 16 for f in formats)  # in units of the FP16 weights
     per_layer = sum(n * k for _, n, k in cfg.linears())
     fixed = 2 * cfg.vocab * cfg.hidden * (1 + copies)  # the embedding table, and the LM head in every copy
     layer_bytes = 2 * per_layer * copies + len(formats) * 16 * 1024 * 2 * cfg.n_kv_heads * cfg.head_dim * 2
