@@ -1,8 +1,8 @@
 """Lesson 12 measurements, weights rotated past L2, every route on the same weights in the same run.
 
     python tools/bench_w4a16_wgmma.py [--m 1 16 32 64 128 256] [--record]   lesson 12's kernel (TMA + wgmma) against
-                                                                         cuBLAS FP16, lesson 10's (mma.sync) and
-                                                                         lesson 07's W4A16
+                                                                         cuBLAS FP16, Marlin, lesson 10's (mma.sync)
+                                                                         and lesson 07's W4A16
     python tools/bench_w4a16_wgmma.py --check                            the odd-shape check first
 
 With --record the rows go to results/12.json ("table"; COURSE_RECORD=1 for the shipped file).
@@ -16,7 +16,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_w4a16_pipe import SHAPES_KN, weight_sets  # noqa: E402  (lesson 10's shapes and weight sets)
 
-from harness import bench, build, catalog, check, results, roofline  # noqa: E402
+from harness import bench, build, catalog, check, marlin, results, roofline  # noqa: E402
 
 CUBLAS, OURS, TEN = "cuBLAS FP16 (FP16 weights)", "(12) W4A16, TMA + wgmma", "(10) W4A16, mma.sync"
 
@@ -44,12 +44,17 @@ def main():
     if not a.quick:
         routes["(07) W4A16"] = (p, p.bind(build.load(7, "w4a16", solution=sol).linear_w4a16))
     bw = roofline.ceilings()["copy_GBps"]
+    no_marlin = "not asked for" if a.quick else marlin.unavailable()
+    if no_marlin and no_marlin != "not asked for":
+        print(f"Marlin unavailable here: {no_marlin}")
     rows = []
     for K, N in [tuple(kn) for kn in a.kn] if a.kn else SHAPES_KN:
         for M in a.m:
             shape = (M, N, K)
             sets, frags, w16 = weight_sets(shape)
             timed = {CUBLAS: bench.time_fn(lambda x, q, s: torch.nn.functional.linear(x, w16[id(q)]), sets, reps=50)}
+            if not no_marlin:
+                timed[marlin.OP] = bench.time_fn(marlin.bench_op(sets), sets, reps=50)
             for name, (prob, op) in routes.items():
                 timed[name] = bench.time_fn(op, frags if prob is pf else sets, reps=50)
             del sets, frags, w16
@@ -65,8 +70,11 @@ def main():
                            tflops=round(p.flops(shape) / t.median_us / 1e6, 2))
                 if name == OURS:
                     row["speedup_vs_10"] = round(timed[TEN].median_us / t.median_us, 2)
+                    if marlin.OP in timed:
+                        row["speedup_vs_marlin"] = round(timed[marlin.OP].median_us / t.median_us, 2)
                 rows.append(row)
                 vs10 = f"  {row['speedup_vs_10']:.2f}× lesson 10" if "speedup_vs_10" in row else ""
+                vs10 += f", {row['speedup_vs_marlin']:.2f}× Marlin" if "speedup_vs_marlin" in row else ""
                 print(f"  {name:<30} {row['us']:>8.1f} µs {row['pct_copy_bw']:>6.1f}% of copy bw {row['tflops']:>7.1f} TFLOP/s "
                       f"{row['speedup_vs_cublas']:>5.2f}× cuBLAS{vs10}", flush=True)
     if a.record:
