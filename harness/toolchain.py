@@ -240,6 +240,9 @@ def report() -> str:
         lines.append("GPU: none. Kernels will compile (for sm_80 and sm_90) and CPU cells will run; "
                      "cells that launch kernels are skipped and show the recorded H100 results.")
     lines.append(f"building for: {', '.join('sm_' + a.replace('.', '') for a in arch_list())}")
+    from . import marlin  # the baseline of lessons 07 and 10 (its source comes from a package, not from the course)
+    why = marlin.unavailable()
+    lines.append(f"Marlin (baseline): {'source in ' + str(marlin.kernel_dir()) if why is None else 'unavailable: ' + why}")
     return "\n".join(lines)
 
 

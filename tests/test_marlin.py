@@ -66,3 +66,8 @@ def test_marlin_computes_the_course_format():
     mod = marlin.load()
     res = check.check(catalog.W4A16_MARLIN, catalog.W4A16_MARLIN.bind(mod.marlin_w4a16))
     assert res.ok, str(res)
+
+
+def test_doctor_reports_marlin():
+    from harness import toolchain
+    assert f"Marlin (baseline): source in {marlin.kernel_dir()}" in toolchain.report()
