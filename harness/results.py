@@ -242,7 +242,7 @@ W4A16_ROWS_OP, W4A16_TILES_OP = "(07) GEMV, row-major", "(07) GEMV, 16-row tiles
 
 def w4a16_tiles_markdown(section: str = "table") -> str:
     """Lesson 07's decode GEMV on row-major packed weights against the same kernel on weights in 16-row tiles
-    (M ≤ 16), with cuBLAS FP16 and tinygemm from the same run."""
+    (M ≤ 16), with cuBLAS FP16, tinygemm and Marlin from the same run."""
     sec = load(7, section, prefer_local=False)
     rows = {(r["op"], tuple(r["shape"])): r for r in sec["rows"]}
     out = ["| K × N | M | cuBLAS FP16 | tinygemm (bf16) | Marlin | GEMV, row-major | % copy bw | GEMV, 16-row tiles | "
