@@ -362,24 +362,25 @@ def pipe_markdown() -> str:
     return "\n".join(out)
 
 
-WGMMA_COLUMNS = {"cuBLAS FP16 (FP16 weights)": "cuBLAS FP16", "(07) W4A16": "07 W4A16",
+WGMMA_COLUMNS = {"cuBLAS FP16 (FP16 weights)": "cuBLAS FP16", "Marlin": "Marlin", "(07) W4A16": "07 W4A16",
                  "(10) W4A16, mma.sync": "10 W4A16 (mma.sync)", "(12) W4A16, TMA + wgmma": "12 W4A16 (TMA + wgmma)"}
 
 
 def wgmma_markdown() -> str:
-    """Lesson 12's table: the TMA + wgmma kernel against cuBLAS FP16 and lessons 07 and 10, per shape and M."""
+    """Lesson 12's table: the TMA + wgmma kernel against cuBLAS FP16, Marlin and lessons 07 and 10, per shape and M."""
     sec = load(12, "table", prefer_local=False)
     by = {}
     for r in sec["rows"]:
         by.setdefault((r["shape"][2], r["shape"][1], r["shape"][0]), {})[r["op"]] = r
     ours = "(12) W4A16, TMA + wgmma"
-    out = ["| K × N | M | " + " | ".join(WGMMA_COLUMNS.values()) + " | 12 TFLOP/s | 12 vs cuBLAS | 12 vs 10 |",
-           "|---|---:|" + "---:|" * (len(WGMMA_COLUMNS) + 3)]
+    out = ["| K × N | M | " + " | ".join(WGMMA_COLUMNS.values()) + " | 12 TFLOP/s | 12 vs cuBLAS | 12 vs 10 | 12 vs Marlin |",
+           "|---|---:|" + "---:|" * (len(WGMMA_COLUMNS) + 4)]
     for (K, N, M), ops in by.items():
         d = ops[ours]
         cell = lambda c: f"{ops[c]['us']:,.1f}" if c in ops else "–"
         out.append(f"| {K} × {N} | {M} | " + " | ".join(cell(c) for c in WGMMA_COLUMNS)
-                   + f" | {d['tflops']:.0f} | {d['speedup_vs_cublas']:.2f}× | {d['speedup_vs_10']:.2f}× |")
+                   + f" | {d['tflops']:.0f} | {d['speedup_vs_cublas']:.2f}× | {d['speedup_vs_10']:.2f}× "
+                   f"| {_times(d, 'speedup_vs_marlin')} |")
     out.append(f"\nµs, median; weights rotated past L2. Measured on {env_line(sec)}.")
     return "\n".join(out)
 
