@@ -1,4 +1,4 @@
-"""Marlin as a W4A16 baseline (lessons 07 and 10): where its kernel comes from, its weight layout, and a launcher.
+"""Marlin as a W4A16 baseline (lessons 07, 10, 11 and 12): where its kernel comes from, its weight layout, and a launcher.
 
 Marlin (Frantar et al., IST-DASLab, 2024) is the W4A16 kernel vLLM serves GPTQ and AWQ models with, the kernel the
 course's INT4 kernels are compared with besides cuBLAS and PyTorch's tinygemm. It is not course code: its CUDA
