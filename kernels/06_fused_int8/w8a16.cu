@@ -160,7 +160,7 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
 #endif
 // R: n8 tiles per block (16 tokens × 8·R outputs); UU: K blocks each warp loads before using the first.
 template <class WF, int R, bool TILES = false, bool LOW = false, int UU = U>
-__global__ void __launch_bounds__(THREADS, TILES ? (UU == 1 || LOW ? 4 : 2) : GEMV_MIN_BLOCKS)
+__global__ void __launch_bounds__(THREADS, TILES ? (UU == 1 || LOW ? 32 : 16) / WARPS : GEMV_MIN_BLOCKS)
 gemv_kernel(const __half* __restrict__ x, const typename WF::T* __restrict__ W, const __half* __restrict__ scales,
             __half* __restrict__ y, int M, int N, int K, bool pdl) {
     pdl_trigger();
