@@ -40,7 +40,8 @@ def test_recorded_results_exist_with_versions():
         assert sec["rows"] and all(r["us"] > 0 for r in sec["rows"])
 
 
-@pytest.mark.parametrize("lesson, section, table", [(7, "table", "w4a16_markdown"), (7, "table", "w4a16_tiles_markdown"),
+@pytest.mark.parametrize("lesson, section, table", [(7, "table", "w4a16_markdown"),
+                                                     (7, "table", "w4a16_tiles_markdown"),
                                                      (10, "table", "pipe_markdown"), (12, "table", "wgmma_markdown")])
 def test_tables_without_marlin_show_a_dash(lesson, section, table, monkeypatch):
     """A run where Marlin could not be built (no optimum-quanto) records no Marlin rows: its tables still render,
@@ -50,10 +51,12 @@ def test_tables_without_marlin_show_a_dash(lesson, section, table, monkeypatch):
     sec = real(lesson, section, prefer_local=False)
     rows = [{k: v for k, v in r.items() if k != "speedup_vs_marlin"} for r in sec["rows"] if r["op"] != "Marlin"]
     assert len(rows) < len(sec["rows"]), "the recorded run has Marlin rows"
-    monkeypatch.setattr(results, "load", lambda *a, **k: dict(sec, rows=rows) if a[:2] == (lesson, section) else real(*a, **k))
+    monkeypatch.setattr(results, "load",
+                        lambda *a, **k: dict(sec, rows=rows) if a[:2] == (lesson, section) else real(*a, **k))
     text = getattr(results, table)()
     cells = lambda line: [c.strip() for c in line.strip().strip("|").split("|")]
-    got, want = [cells(l) for l in text.splitlines() if l.startswith("| ")], [cells(l) for l in full.splitlines() if l.startswith("| ")]
+    got = [cells(line) for line in text.splitlines() if line.startswith("| ")]
+    want = [cells(line) for line in full.splitlines() if line.startswith("| ")]
     assert len(got) == len(want) > 2 and got[0] == want[0]
     marlin = [i for i, h in enumerate(got[0]) if "Marlin" in h]
     assert len(marlin) == 2  # Marlin's time and the speedup over it
