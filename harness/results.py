@@ -147,6 +147,14 @@ def ceilings_markdown() -> str:
             f"{c['date'][:10]}.")
 
 
+def _pct(row: dict) -> float:
+    """A row's GB/s as % of lesson 00's recorded copy bandwidth: one denominator for every README table. (Each run
+    also measures the copy at its start, and its notebook prints % against that; one such measurement, first thing
+    on a fresh machine, came out 3% low: NOTES.md, lesson 06.)"""
+    from . import roofline
+    return 100 * row["gbs"] / roofline.recorded()["copy_GBps"]
+
+
 W8A16_COLUMNS = ["cuBLAS FP16 (FP16 weights)", "(a) unfused Python", "(b) unfused cuBLAS", "(c) separate CUDA",
                  "(d) fused W8A16"]
 
@@ -163,7 +171,7 @@ def w8a16_markdown(section: str = "table") -> str:
     for (K, N, M), ops in by.items():
         d, cub = ops["(d) fused W8A16"], ops["cuBLAS FP16 (FP16 weights)"]
         out.append(f"| {K} × {N} | {M} | " + " | ".join(f"{ops[c]['us']:,.1f}" for c in W8A16_COLUMNS)
-                   + f" | {d['pct_copy_bw']:.1f}% | {d['speedup_vs_b']:.2f}× | {cub['us'] / d['us']:.2f}× |")
+                   + f" | {_pct(d):.1f}% | {d['speedup_vs_b']:.2f}× | {cub['us'] / d['us']:.2f}× |")
     out.append(f"\nµs, median; weights rotated past L2. Measured on {env_line(sec)}.")
     return "\n".join(out)
 
@@ -181,8 +189,8 @@ def w8a16_tiles_markdown(section: str = "table") -> str:
         if op != W8A16_TILES_OP:
             continue
         d, cub = rows[("(d) fused, GEMV kernel", s)], rows[("cuBLAS FP16 (FP16 weights)", s)]
-        out.append(f"| {s[2]} × {s[1]} | {s[0]} | {cub['us']:,.1f} | {d['us']:,.1f} | {d['pct_copy_bw']:.1f}% | "
-                   f"{e['us']:,.1f} | {e['pct_copy_bw']:.1f}% | {d['us'] / e['us']:.2f}× | {cub['us'] / e['us']:.2f}× |")
+        out.append(f"| {s[2]} × {s[1]} | {s[0]} | {cub['us']:,.1f} | {d['us']:,.1f} | {_pct(d):.1f}% | "
+                   f"{e['us']:,.1f} | {_pct(e):.1f}% | {d['us'] / e['us']:.2f}× | {cub['us'] / e['us']:.2f}× |")
     out.append(f"\nµs, median; weights rotated past L2; (d) and (e) are the same kernel, same arithmetic, on the same "
                f"bytes in two orders. Measured on {env_line(sec)}.")
     return "\n".join(out)
@@ -231,7 +239,7 @@ def w4a16_markdown(section: str = "table") -> str:
         d = ops["(07) fused W4A16"]
         cell = lambda c: f"{ops[c]['us']:,.1f}" if c in ops else "–"
         out.append(f"| {K} × {N} | {M} | " + " | ".join(cell(c) for c in W4A16_COLUMNS)
-                   + f" | {d['pct_copy_bw']:.1f}% | {d['speedup_vs_cublas']:.2f}× | {_times(d, 'speedup_vs_tinygemm')} | "
+                   + f" | {_pct(d):.1f}% | {d['speedup_vs_cublas']:.2f}× | {_times(d, 'speedup_vs_tinygemm')} | "
                    f"{_times(d, 'speedup_vs_marlin')} |")
     out.append(f"\nµs, median; weights rotated past L2. Measured on {env_line(sec)}.")
     return "\n".join(out)
@@ -254,7 +262,7 @@ def w4a16_tiles_markdown(section: str = "table") -> str:
         d, cub = rows[(W4A16_ROWS_OP, s)], rows[("cuBLAS FP16 (FP16 weights)", s)]
         us = lambda op: f"{rows[(op, s)]['us']:,.1f}" if (op, s) in rows else "–"
         out.append(f"| {s[2]} × {s[1]} | {s[0]} | {cub['us']:,.1f} | {us('tinygemm (_weight_int4pack_mm, bf16)')} | "
-                   f"{us('Marlin')} | {d['us']:,.1f} | {d['pct_copy_bw']:.1f}% | {e['us']:,.1f} | {e['pct_copy_bw']:.1f}% | "
+                   f"{us('Marlin')} | {d['us']:,.1f} | {_pct(d):.1f}% | {e['us']:,.1f} | {_pct(e):.1f}% | "
                    f"{d['us'] / e['us']:.2f}× | {cub['us'] / e['us']:.2f}× | {_times(e, 'speedup_vs_tinygemm')} | "
                    f"{_times(e, 'speedup_vs_marlin')} |")
     out.append(f"\nµs, median; weights rotated past L2; the two GEMVs are the same kernel, same arithmetic, on the same "
@@ -276,7 +284,7 @@ def nf4_markdown() -> str:
     for shape in dict.fromkeys(tuple(r["shape"]) for r in sec["rows"]):
         cells = {r["op"]: r for r in sec["rows"] if tuple(r["shape"]) == shape}
         out.append(f"| {shape[0]} × {shape[1]} | " + " | ".join(
-            f"{cells[o]['us']:,.1f} ({cells[o]['pct_copy_bw']:.0f}%)" for o in ops) + " |")
+            f"{cells[o]['us']:,.1f} ({_pct(cells[o]):.0f}%)" for o in ops) + " |")
     out.append(f"\nNF4 → FP16, µs (% of copy bandwidth); packed input rotated past L2. Measured on {env_line(sec)}.\n")
     sec = load(8, "gemv", prefer_local=False)
     ops = list(dict.fromkeys(r["op"] for r in sec["rows"]))
@@ -289,7 +297,7 @@ def nf4_markdown() -> str:
         row, tile = cells["(08) fused NF4 GEMV"], cells.get(NF4_TILES_OP)
         out.append(f"| {shape[2]} × {shape[1]} | {shape[0]} | " + " | ".join(f"{cells[o]['us']:,.1f}" for o in ops)
                    + f" | {row['speedup_vs_cublas']:.2f}×"
-                   + (f" | {row['us'] / tile['us']:.2f}× | {tile['speedup_vs_cublas']:.2f}× | {tile['pct_copy_bw']:.1f}% |"
+                   + (f" | {row['us'] / tile['us']:.2f}× | {tile['speedup_vs_cublas']:.2f}× | {_pct(tile):.1f}% |"
                       if tile else " |"))
     out.append(f"\nµs, median; weights rotated past L2. Measured on {env_line(sec)}.")
     return "\n".join(out)
@@ -356,7 +364,7 @@ def pipe_markdown() -> str:
         d = ops["(10) W4A16, fragment order"]
         cell = lambda c: f"{ops[c]['us']:,.1f}" if c in ops else "–"
         out.append(f"| {K} × {N} | {M} | " + " | ".join(cell(c) for c in PIPE_COLUMNS)
-                   + f" | {d['pct_copy_bw']:.1f}% | {d['speedup_vs_cublas']:.2f}× | "
+                   + f" | {_pct(d):.1f}% | {d['speedup_vs_cublas']:.2f}× | "
                    f"{ops['(07) W4A16']['us'] / d['us']:.2f}× | {_times(d, 'speedup_vs_marlin')} |")
     out.append(f"\nµs, median; weights rotated past L2. Measured on {env_line(sec)}.")
     return "\n".join(out)
