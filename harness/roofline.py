@@ -10,6 +10,7 @@ import json
 import os
 import re
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -90,6 +91,21 @@ def recorded(gpu: str = REFERENCE_GPU) -> dict:
     return json.loads(p.read_text())
 
 
+def off_recorded(c: dict, tolerance: float = 0.02) -> str | None:
+    """A warning when c's copy bandwidth is more than `tolerance` away from the one recorded for the same GPU model
+    (None when it is close, or when that model has no recording): a measurement of the moment, not of the card."""
+    try:
+        ref = recorded(c["gpu"])
+    except FileNotFoundError:
+        return None
+    d = c["copy_GBps"] / ref["copy_GBps"] - 1
+    if abs(d) <= tolerance:
+        return None
+    return (f"copy bandwidth measured now: {c['copy_GBps']:,.0f} GB/s, {100 * d:+.1f}% from the {ref['copy_GBps']:,.0f} "
+            f"recorded on this GPU model ({ref['date'][:10]}), so every '% of copy bandwidth' is off by as much. Other "
+            f"work on the GPU, or a GPU that was idle, can cause it: measure again with roofline.ceilings(remeasure=True).")
+
+
 def ceilings(remeasure: bool = False) -> dict:
     """This GPU's ceilings (measured once, then read from the cache); the recorded H100's without a GPU."""
     if not toolchain.gpu_available():
@@ -99,6 +115,8 @@ def ceilings(remeasure: bool = False) -> dict:
     if f.exists() and not remeasure:
         return json.loads(f.read_text())
     c = measure()
+    if (msg := off_recorded(c)) is not None:
+        warnings.warn(msg, stacklevel=2)
     f.parent.mkdir(parents=True, exist_ok=True)
     f.write_text(json.dumps(c, indent=1))
     if os.environ.get("COURSE_RECORD", "") not in ("", "0"):  # the reference run ships its ceilings

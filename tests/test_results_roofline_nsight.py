@@ -80,6 +80,16 @@ def test_ceilings_and_floor():
         assert roofline.ceilings() == c  # without a GPU, the recorded H100's
 
 
+def test_a_copy_bandwidth_far_from_the_recorded_one_is_flagged():
+    ref = roofline.recorded()
+    low = dict(ref, copy_GBps=2870.0)  # lesson 06's recording of 2026-11-23 measured this at its start
+    msg = roofline.off_recorded(low)
+    assert msg is not None and "2,870" in msg and "-2.9%" in msg and "remeasure=True" in msg
+    assert roofline.off_recorded(dict(ref, copy_GBps=ref["copy_GBps"] * 1.015)) is None  # within 2%
+    assert roofline.off_recorded(dict(ref, copy_GBps=ref["copy_GBps"] * 1.03)) is not None  # too high is flagged too
+    assert roofline.off_recorded(dict(ref, gpu="Some GPU with no recording", copy_GBps=1.0)) is None
+
+
 def test_roofline_plot_has_ceilings_and_points():
     sec = results.load(3, "bench", prefer_local=False)
     pts = roofline.points_from_rows(sec["rows"], problems.Linear())
