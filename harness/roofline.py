@@ -93,7 +93,7 @@ def recorded(gpu: str = REFERENCE_GPU) -> dict:
 
 def off_recorded(c: dict, tolerance: float = 0.02) -> str | None:
     """A warning when c's copy bandwidth is more than `tolerance` away from the one recorded for the same GPU model
-    (None when it is close, or when that model has no recording): a measurement of the moment, not of the card."""
+    (None when it is close, or when that model has no recording)."""
     try:
         ref = recorded(c["gpu"])
     except FileNotFoundError:
@@ -103,7 +103,8 @@ def off_recorded(c: dict, tolerance: float = 0.02) -> str | None:
         return None
     return (f"copy bandwidth measured now: {c['copy_GBps']:,.0f} GB/s, {100 * d:+.1f}% from the {ref['copy_GBps']:,.0f} "
             f"recorded on this GPU model ({ref['date'][:10]}), so every '% of copy bandwidth' is off by as much. Other "
-            f"work on the GPU, or a GPU that was idle, can cause it: measure again with roofline.ceilings(remeasure=True).")
+            f"work on the GPU can cause it (and one such run was on a fresh machine, NOTES.md): measure again with "
+            f"roofline.ceilings(remeasure=True).")
 
 
 def ceilings(remeasure: bool = False) -> dict:
