@@ -149,8 +149,8 @@ def ceilings_markdown() -> str:
 
 def _pct(row: dict) -> float:
     """A row's GB/s as % of lesson 00's recorded copy bandwidth: one denominator for every README table. (Each run
-    also measures the copy at its start, and its notebook prints % against that; one such measurement, first thing
-    on a fresh machine, came out 3% low: NOTES.md, lesson 06.)"""
+    also measures the copy at its start, and its notebook prints % against that; those vary by up to 3% from run
+    to run: NOTES.md, lesson 06.)"""
     from . import roofline
     return 100 * row["gbs"] / roofline.recorded()["copy_GBps"]
 
@@ -428,17 +428,21 @@ def decode_markdown(prefer_local: bool = False) -> str:
            + ("µs / step without PDL (vs FP16) | " if pdl else "") + "GEMMs alone, µs | "
            "the rest, µs | eager (Python launches), tok/s | weights, GB |",
            "|---|---:|---:|---:|---:|---:|" + ("---:|" if pdl else "") + "---:|---:|---:|---:|"]
+    from . import roofline
+    copy = roofline.recorded()["copy_GBps"]
     for r in rows:
         nopdl = (f"{r['us_graph_nopdl']:,.0f} ({r['speedup_vs_fp16_nopdl']:.2f}×) | " if r.get("us_graph_nopdl")
                  else "– | ") if pdl else ""
+        # the floor at lesson 00's copy bandwidth, like _pct (the run's own measurement is in pct_floor)
+        floor = 100 * r["step_bytes"] / (copy * 1e3) / r["us_graph"] if "step_bytes" in r else r["pct_floor"]
         out.append(f"| {r['label']} | {r['batch']} | {r['tok_s']:,.1f} | {r['us_graph']:,.0f} | "
-                   f"{r['speedup_vs_fp16']:.2f}× | {r['pct_floor']:.0f}% | {nopdl}{r['us_gemm']:,.0f} | "
+                   f"{r['speedup_vs_fp16']:.2f}× | {floor:.0f}% | {nopdl}{r['us_gemm']:,.0f} | "
                    f"{r['us_graph'] - r['us_gemm']:,.0f} | {r['tok_s_eager']:,.1f} | {r['weight_gb']:.2f} |")
     c = sec.get("config", {})
     out.append(f"\n{c.get('n_layers', '?')} layers of Llama-3-8B's shape (hidden {c.get('hidden')}, MLP "
                f"{c.get('intermediate')}, {c.get('n_heads')}/{c.get('n_kv_heads')} heads, vocabulary {c.get('vocab')}), "
                f"random weights, {rows[0]['ctx']} cached positions per sequence, greedy decoding. Floor: the step's "
-               f"bytes (weights in the format, KV cache) at the measured copy bandwidth. "
+               f"bytes (weights in the format, KV cache) at lesson 00's copy bandwidth. "
                + ("The course's kernels launch with programmatic dependent launch (lesson 11, section 4b); cuBLAS's "
                   "do not. " if pdl else "") + f"Measured on {env_line(sec)}.")
     return "\n".join(out)

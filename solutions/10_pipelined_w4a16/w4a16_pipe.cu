@@ -56,6 +56,9 @@ static void launch_pdl(void (*kernel)(P...), dim3 grid, int threads, size_t smem
 #ifndef TILE_MAX_BM
 #define TILE_MAX_BM 128  // the largest token tile (64: two 64-token tiles at M = 128, two blocks per SM)
 #endif
+#ifndef TILE_LOAD_STEP
+#define TILE_LOAD_STEP -1  // the next K tile's copies: after the barrier (0), after k32 step 1-4, or by tile size (-1)
+#endif
 #ifndef TILE_SPLIT_BLOCKS
 #define TILE_SPLIT_BLOCKS 2  // blocks per SM a wave counts (at most what fits)
 #endif
@@ -186,6 +189,14 @@ struct Cfg {
     // Small warp tiles scale after the mma: per K tile, 4 FFMA per m16n8 tile instead of 4 HMUL2 per mma step
     // of each m16 tile (32 per K tile), at the price of a second accumulator.
     static constexpr bool LATE_SCALE = TILE_LATE_SCALE < 0 ? MT * NT <= 2 : TILE_LATE_SCALE;
+    // Where the ring's next copies are issued. Right after the barrier, every warp of the block first spends ~80
+    // instructions on them (addresses, predicates, 11 LDGSTS) with no mma ready, all at the same time. The
+    // tensor-core-bound tiles (64 tokens and up) issue them after the third of the four k32 steps instead: 4-6%
+    // faster at M = 128 and 256, 2% at 64. The memory-bound small tiles keep them first: 1-2% slower otherwise
+    // (NOTES.md, lesson 10).
+    static constexpr int LOAD_STEP = MODE != FRAGMENTS || STAGES == 1 ? 0 : TILE_LOAD_STEP >= 0 ? TILE_LOAD_STEP
+                                                                         : BM >= 64 ? 3 : 0;
+    static_assert(LOAD_STEP <= 4, "TILE_LOAD_STEP: 0 to 4 (a later step would never issue the copies)");
 };
 
 template <int MODE, int BM, int WM, int STAGES>
@@ -261,6 +272,11 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
     float acc[MT][NT][4] = {};
     uint32_t rd = sbase, wr = sbase;  // the stage to compute from, the stage to load into
     auto next = [&](uint32_t s) { return s + C::STAGE == sbase + STAGES * C::STAGE ? sbase : s + C::STAGE; };
+    auto load_next = [&](int i) {  // in iteration i: tile i + STAGES - 1 into the stage tile i - 1 has left
+        if (i + STAGES - 1 < nk) load_tile(kt_begin + i + STAGES - 1, wr);
+        cp_async_commit();
+        wr = next(wr);
+    };
     // The ring's first tiles: their weights before pdl_wait() (under PDL they stream in while the previous kernel
     // finishes), x after it. Commit groups stay one per tile: group 0 also holds the later tiles' weights.
     if (STAGES > 1) {
@@ -288,9 +304,9 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
         } else {
             cp_async_wait<(STAGES > 1 ? STAGES - 2 : 0)>();  // this thread's copies of tile i have landed...
             __syncthreads();  // ...and everyone's; everyone is also done with tile i - 1's stage
-            if (i + STAGES - 1 < nk) load_tile(kt + STAGES - 1, wr);
-            cp_async_commit();
-            wr = next(wr);
+            if (C::LOAD_STEP == 0) {
+                load_next(i);
+            }
         }
         const uint32_t st = rd;
         rd = next(rd);
@@ -327,6 +343,9 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
                             for (int nt = 0; nt < NT; ++nt)
                                 mma16816(C::LATE_SCALE ? blk[mt][nt] : acc[mt][nt], a, b[nt][2 * s], b[nt][2 * s + 1]);
                         }
+                    if (C::LOAD_STEP == 2 * kq + jj + 1) {
+                        load_next(i);
+                    }
                 }
             }
             if (C::LATE_SCALE) {
