@@ -150,7 +150,7 @@ def ceilings_markdown() -> str:
 def _pct(row: dict) -> float:
     """A row's GB/s as % of lesson 00's recorded copy bandwidth: one denominator for every README table. (Each run
     also measures the copy at its start, and its notebook prints % against that; those vary by up to 3% from run
-    to run: NOTES.md, lesson 06.)"""
+    to run: NOTES.md, "The copy measurement from run to run".)"""
     from . import roofline
     return 100 * row["gbs"] / roofline.recorded()["copy_GBps"]
 
