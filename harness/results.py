@@ -396,7 +396,8 @@ def wgmma_markdown() -> str:
 def stream_markdown() -> str:
     """Lesson 12's read probe: the fastest way found to read each weight size, per call and in a chain of calls."""
     sec = load(12, "stream", prefer_local=False)
-    bw = sec["copy_GBps"]
+    from . import roofline
+    bw = roofline.recorded()["copy_GBps"]  # lesson 00's, like _pct (the run's own measurement: sec["copy_GBps"])
     pct = lambda nbytes, us: f"{us:,.1f} ({100 * nbytes / bw / 1e3 / us:.0f}%)"
     out = ["| weights read | floor at copy bw | cuBLAS FP16, M = 1 | best `ld.global` | best bulk copy (TMA) "
            "| cuBLAS, chain | best plain, chain | best with PDL, chain |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -412,7 +413,7 @@ def stream_markdown() -> str:
         out.append(f"| {size} ({n / 1e6:.1f} MB) | {n / bw / 1e3:.1f} | {pct(n, cub['per_call_us'])} | "
                    f"{pct(n, ldg['per_call_us'])} | {pct(n, blk['per_call_us'])} | {pct(n, cub['chain_us'])} | "
                    f"{pct(n, plain['chain_us'])} | {pct(n, pdl['chain_us'])} |")
-    out.append(f"\nµs (in brackets: % of the {bw:,.0f} GB/s copy bandwidth). Kernels that only read (`tools/stream_probe.cu`), "
+    out.append(f"\nµs (in brackets: % of lesson 00's {bw:,.0f} GB/s copy bandwidth). Kernels that only read (`tools/stream_probe.cu`), "
                "the best of each kind over grid sizes, loads in flight and ring depths. Per call: CUDA events around each "
                "call, as every table of the course; chain: 20 back-to-back calls between two events, per call; PDL: "
                f"programmatic dependent launch. Measured on {env_line(sec)}.")
