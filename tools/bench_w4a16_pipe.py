@@ -3,8 +3,11 @@
     python tools/bench_w4a16_pipe.py --ladder [--m 16 128] [--record]   each step of the ladder against the one before
     python tools/bench_w4a16_pipe.py [--m 1 16 32 64 128 256] [--record] lesson 10's kernel against cuBLAS FP16,
                                                                         tinygemm, Marlin and lesson 07's W4A16
+    python tools/bench_w4a16_pipe.py --block-cost [--record]            what one block costs: a fixed part and a
+                                                                        part per K tile, and split-K's fix-up
 
-With --record the rows go to results/10.json ("ladder" or "table"; COURSE_RECORD=1 for the shipped file).
+With --record the rows go to results/10.json ("ladder", "table" or "block_cost"; COURSE_RECORD=1 for the shipped
+file).
 """
 import argparse
 import sys
@@ -31,6 +34,39 @@ def weight_sets(shape):
     return sets, frags, w16
 
 
+def block_cost(mod, record: bool):
+    """One wave of 8 blocks (N = 1024: 8 tiles of 128 outputs, far fewer than the SMs), so the time is one block's:
+    step 10.4 (no split) at K = 128 … 4096 fits time = fixed + per K tile · K tiles; step 10.5 at K = 4096 splits each
+    tile 8 ways (its rule allows one split per 4 K tiles), 64 blocks of 4 K tiles and the fix-up that adds them; and
+    the floor of any call timed this way, a one-element fill."""
+    import numpy as np
+    pf, N, ks = catalog.W4A16_FRAG, 1024, [128, 512, 1024, 2048, 4096]
+    ops = {"10.4": pf.bind(mod.gemm_w4a16_frag_pipe), "10.5": pf.bind(mod.linear_w4a16_frag)}
+    one = torch.empty(1, device="cuda")
+    floor = bench.time_fn(lambda *_: one.zero_(), [()], reps=50).median_us
+    print(f"a one-element fill, timed the same way (the floor of any call): {floor:.1f} µs")
+    rows = [dict(op="fill one element", shape=[1, 1, 1], us=round(floor, 2))]
+    for M in (128, 1):
+        t = {}
+        for K in ks + ["split"]:
+            kk = 4096 if K == "split" else K
+            sets, frags, _ = weight_sets((M, N, kk))
+            t[K] = bench.time_fn(ops["10.5" if K == "split" else "10.4"], frags, reps=50).median_us
+            rows.append(dict(op="10.5, split 8 ways" if K == "split" else "10.4, unsplit", shape=[M, N, kk],
+                             us=round(t[K], 2)))
+            del sets, frags
+        per, fixed = np.polyfit([k // 128 for k in ks], [t[k] for k in ks], 1)
+        worst = max(abs(fixed + per * (k // 128) - t[k]) for k in ks)
+        unsplit4 = fixed + per * 4
+        print(f"\nM = {M}, one wave of 8 blocks, step 10.4 unsplit: " + ", ".join(f"K {k}: {t[k]:.1f}" for k in ks) + " µs")
+        print(f"  fit: {fixed:.1f} µs fixed + {per:.2f} µs per K tile of 128 (largest miss {worst:.1f} µs)")
+        print(f"  step 10.5 at K 4096 (64 blocks of 4 K tiles): {t['split']:.1f} µs; a block of 4 K tiles by the fit "
+              f"{unsplit4:.1f}: the split and its fix-up cost {t['split'] - unsplit4:.1f} µs")
+        rows.append(dict(op="fit", M=M, fixed_us=round(fixed, 2), per_ktile_us=round(per, 3)))
+    if record:
+        results.record(10, "block_cost", rows)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--m", type=int, nargs="+", default=None)
@@ -39,10 +75,13 @@ def main():
     ap.add_argument("--exercises", action="store_true", help="time your kernels/ files, not the solutions")
     ap.add_argument("--flags", default="", help="extra nvcc flags for lesson 10's file, e.g. --flags=-DTILE_STAGES=3")
     ap.add_argument("--quick", action="store_true", help="time only cuBLAS and lesson 10's kernel (tuning)")
+    ap.add_argument("--block-cost", action="store_true", help="what one block costs (one wave of 8 blocks)")
     ap.add_argument("--record", action="store_true")
     a = ap.parse_args()
     sol = not a.exercises
     mod = build.load(10, "w4a16_pipe", solution=sol, extra_cuda_flags=a.flags.split() or None)
+    if a.block_cost:
+        return block_cost(mod, a.record)
     p, pf = catalog.W4A16, catalog.W4A16_FRAG
     ms = a.m or ([1, 16, 32, 128] if a.ladder else [1, 16, 32, 64, 128, 256])
     shapes_kn = [tuple(kn) for kn in a.kn] if a.kn else SHAPES_KN
