@@ -116,10 +116,19 @@ def ceilings(remeasure: bool = False) -> dict:
         warnings.warn(msg, stacklevel=2)
     f.parent.mkdir(parents=True, exist_ok=True)
     f.write_text(json.dumps(c, indent=1))
-    if os.environ.get("COURSE_RECORD", "") not in ("", "0"):  # the reference run ships its ceilings
+    if records_ceilings():
         RECORDED.mkdir(parents=True, exist_ok=True)
         (RECORDED / f"{_slug(gpu)}.json").write_text(json.dumps(c, indent=1))
     return c
+
+
+def records_ceilings() -> bool:
+    """Whether this run ships the ceilings it measures: lesson 00's reference recording only. Every README table's
+    "% copy bw" is against that one measurement; a later lesson's recording measures the copy again at its start
+    (its notebook prints it) but must not replace lesson 00's, or its own tables would call its measurement
+    lesson 00's. `harness.run` names the notebook it executes in COURSE_NOTEBOOK."""
+    recording = os.environ.get("COURSE_RECORD", "") not in ("", "0")
+    return recording and os.environ.get("COURSE_NOTEBOOK", "").startswith("00_")
 
 
 def rate(c: dict, kind: str) -> float:

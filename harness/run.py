@@ -10,6 +10,7 @@ with REQUIRE_GPU=1 a missing GPU is an error instead.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -55,6 +56,7 @@ def execute(path: Path, out_path: Path, timeout: int) -> dict:
                 stats["cells"] += 1
             return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
 
+    os.environ["COURSE_NOTEBOOK"] = path.stem  # the kernel inherits it (roofline.records_ceilings)
     client = Client(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(LESSONS)}})
     try:
         client.execute()

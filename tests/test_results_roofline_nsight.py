@@ -91,6 +91,30 @@ def test_a_copy_bandwidth_far_from_the_recorded_one_is_flagged():
     assert roofline.off_recorded(dict(ref, gpu="Some GPU with no recording", copy_GBps=1.0)) is None
 
 
+def test_only_lesson_00s_recording_replaces_the_recorded_ceilings(tmp_path, monkeypatch):
+    """A later lesson's recording measures the copy for itself and keeps lesson 00's as every table's denominator."""
+    ref = roofline.recorded()
+    monkeypatch.setattr(roofline, "RECORDED", tmp_path / "rec")
+    (tmp_path / "rec").mkdir()
+    shipped = tmp_path / "rec" / "NVIDIA_H100_80GB_HBM3.json"
+    shipped.write_text(json.dumps(ref))
+    monkeypatch.setattr(toolchain, "gpu_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: ref["gpu"])
+    monkeypatch.setattr(roofline, "_cache_file", lambda gpu: tmp_path / "cache" / "c.json")
+    fresh = dict(ref, copy_GBps=ref["copy_GBps"] * 0.99, date="a later run")
+    monkeypatch.setattr(roofline, "measure", lambda: dict(fresh))
+    monkeypatch.setenv("COURSE_RECORD", "1")
+    monkeypatch.setenv("COURSE_NOTEBOOK", "12_hopper_wgmma")
+    assert roofline.ceilings() == fresh  # this run's own measurement, cached for its own plots
+    assert roofline.recorded() == ref  # lesson 00's stays the shipped one
+    monkeypatch.setenv("COURSE_NOTEBOOK", "00_setup_and_roofline")
+    assert roofline.ceilings(remeasure=True) == fresh and roofline.recorded() == fresh
+    monkeypatch.delenv("COURSE_RECORD")
+    shipped.write_text(json.dumps(ref))
+    roofline.ceilings(remeasure=True)  # a learner's run of lesson 00 records nothing
+    assert roofline.recorded() == ref
+
+
 def test_roofline_plot_has_ceilings_and_points():
     sec = results.load(3, "bench", prefer_local=False)
     pts = roofline.points_from_rows(sec["rows"], problems.Linear())

@@ -488,14 +488,17 @@ static void launch_cfg(const __half* x, const int32_t* Wq, const __half* scales,
                M, N, K, g_ws, g_counters);
 }
 
-// Tile by M: 8 warps side by side along N up to 32 tokens; past that 4 × 2 warps of 32 outputs each.
+// Tile by M: up to 64 tokens, 8 warps side by side along N, each dequantizing its 16 outputs' weights once for all
+// the tile's tokens (at 64 tokens 2-4% faster than 4 × 2 warps, which dequantize every weight twice); the 128-token
+// tile takes 4 × 2 warps of 32 outputs: a warp over all 128 tokens reads twice x's fragments per mma and was 7%
+// slower (NOTES.md, lesson 10).
 template <int MODE, int STAGES>
 static void launch(const __half* x, const int32_t* Wq, const __half* scales, __half* y, int M, int N, int K, bool split,
                    cudaStream_t stream) {
     if (M <= 8) launch_cfg<MODE, 8, 1, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
     else if (M <= 16) launch_cfg<MODE, 16, 1, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
     else if (M <= 32) launch_cfg<MODE, 32, 1, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
-    else if (M <= 64) launch_cfg<MODE, 64, 2, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
+    else if (M <= 64) launch_cfg<MODE, 64, 1, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
     else if (TILE_MAX_BM <= 64) launch_cfg<MODE, 64, 2, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
     else launch_cfg<MODE, 128, 2, (STAGES < 3 ? STAGES : 3)>(x, Wq, scales, y, M, N, K, split, stream);
 }
