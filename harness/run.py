@@ -5,7 +5,8 @@
 Executed notebooks go to build/executed/ (lessons/ itself with --in-place, which is how the stored
 H100 outputs are made), figures to build/plots/. Cells tagged `gpu` launch kernels: on a machine
 with no GPU they are skipped, and keep the output recorded on the H100 under a line saying so;
-with REQUIRE_GPU=1 a missing GPU is an error instead.
+with REQUIRE_GPU=1 a missing GPU is an error instead. With COURSE_RECORD=1 and --in-place it makes the reference
+recording: results/ and results/ncu/ are written, and results/ceilings/ by lesson 00 only (COURSE_NOTEBOOK).
 """
 from __future__ import annotations
 
