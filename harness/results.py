@@ -147,12 +147,16 @@ def ceilings_markdown() -> str:
             f"{c['date'][:10]}.")
 
 
-def _pct(row: dict) -> float:
-    """A row's GB/s as % of lesson 00's recorded copy bandwidth: one denominator for every README table. (Each run
-    also measures the copy at its start, and its notebook prints % against that; those vary by up to 3% from run
-    to run: NOTES.md, "The copy measurement from run to run".)"""
+def _copy_GBps() -> float:
+    """Lesson 00's recorded copy bandwidth: one denominator for every README table. (Each run also measures the copy
+    at its start; those vary by up to 3% from run to run: NOTES.md, "The copy measurement from run to run".)"""
     from . import roofline
-    return 100 * row["gbs"] / roofline.recorded()["copy_GBps"]
+    return roofline.recorded()["copy_GBps"]
+
+
+def _pct(row: dict) -> float:
+    """A row's GB/s as % of lesson 00's copy bandwidth."""
+    return 100 * row["gbs"] / _copy_GBps()
 
 
 W8A16_COLUMNS = ["cuBLAS FP16 (FP16 weights)", "(a) unfused Python", "(b) unfused cuBLAS", "(c) separate CUDA",
@@ -396,8 +400,7 @@ def wgmma_markdown() -> str:
 def stream_markdown() -> str:
     """Lesson 12's read probe: the fastest way found to read each weight size, per call and in a chain of calls."""
     sec = load(12, "stream", prefer_local=False)
-    from . import roofline
-    bw = roofline.recorded()["copy_GBps"]  # lesson 00's, like _pct (the run's own measurement: sec["copy_GBps"])
+    bw = _copy_GBps()  # lesson 00's, like _pct (the run's own measurement: sec["copy_GBps"])
     pct = lambda nbytes, us: f"{us:,.1f} ({100 * nbytes / bw / 1e3 / us:.0f}%)"
     out = ["| weights read | floor at copy bw | cuBLAS FP16, M = 1 | best `ld.global` | best bulk copy (TMA) "
            "| cuBLAS, chain | best plain, chain | best with PDL, chain |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -429,8 +432,7 @@ def decode_markdown(prefer_local: bool = False) -> str:
            + ("µs / step without PDL (vs FP16) | " if pdl else "") + "GEMMs alone, µs | "
            "the rest, µs | eager (Python launches), tok/s | weights, GB |",
            "|---|---:|---:|---:|---:|---:|" + ("---:|" if pdl else "") + "---:|---:|---:|---:|"]
-    from . import roofline
-    copy = roofline.recorded()["copy_GBps"]
+    copy = _copy_GBps()
     for r in rows:
         nopdl = (f"{r['us_graph_nopdl']:,.0f} ({r['speedup_vs_fp16_nopdl']:.2f}×) | " if r.get("us_graph_nopdl")
                  else "– | ") if pdl else ""
