@@ -5,6 +5,8 @@
   overhead of a launch is not measured as kernel time.
 - Inputs rotate among enough sets to exceed the L2 cache several times, so a memory-bound kernel
   is timed reading DRAM, not the cache.
+- Decode-sized kernels can also be timed as a model's step runs them: back to back (chain_fn) or replayed from a
+  CUDA graph (graph_fn), where the launch of each call is not counted.
 - Every row reports time, TFLOP/s, GB/s (against the fewest bytes the problem must move),
   % of the baseline measured in the same run, and % of this GPU's roofline.
 """
@@ -27,6 +29,9 @@ class Timing:
     p90_us: float
     calls: int
     redone: int = 0  # batches timed again because the CPU fell behind the GPU (see time_fn)
+    chain_us: float | None = None  # per call, back to back (time_fn(chain=True), chain_fn)
+    graph_us: float | None = None  # per call, replayed from a CUDA graph (time_fn(graph=True), graph_fn)
+    graph_error: str | None = None  # why fn could not be captured, where it could not
 
 
 _cycles_per_us: float | None = None
@@ -54,8 +59,29 @@ def _recalibrate(asked_us: float, slept_us: float):
         _cycles_per_us *= asked_us / slept_us
 
 
-def time_fn(fn, arg_sets, *, warmup: int = 10, reps: int = 100, batch: int = 20, max_ms: float = 2000) -> Timing:
-    """Median time of fn(*arg_sets[i % len(arg_sets)]) over `reps` calls."""
+def _queue_behind_sleep(n: int, queue) -> bool:
+    """Run queue() (which launches n calls) while the GPU sleeps, then wait for the GPU. False when the CPU was still
+    queueing after the sleep had ended: the GPU may then have waited for a launch inside a timed region."""
+    # 200 µs of Python per call covers multi-kernel routes (dequantize + GEMM, PyTorch's quantize + _int_mm + scale).
+    s0, s1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    asked = min(200 * n + 20, 8000)
+    s0.record()
+    _sleep_us(asked)
+    s1.record()
+    t0 = time.perf_counter()
+    queue()
+    queued_us = (time.perf_counter() - t0) * 1e6
+    torch.cuda.synchronize()
+    slept_us = s0.elapsed_time(s1) * 1000
+    _recalibrate(asked, slept_us)
+    return queued_us <= slept_us
+
+
+def time_fn(fn, arg_sets, *, warmup: int = 10, reps: int = 100, batch: int = 20, max_ms: float = 2000,
+            chain: bool = False, graph: bool = False) -> Timing:
+    """Median time of fn(*arg_sets[i % len(arg_sets)]) over `reps` calls, each between its own two events.
+    chain=True also times chains of calls back to back (Timing.chain_us: see chain_fn), graph=True calls replayed
+    from a CUDA graph (Timing.graph_us: see graph_fn)."""
     if not arg_sets:
         raise ValueError("time_fn needs at least one argument set")
     fn(*arg_sets[0])  # first call: module load, lazy init
@@ -75,35 +101,100 @@ def time_fn(fn, arg_sets, *, warmup: int = 10, reps: int = 100, batch: int = 20,
     while len(times) < reps:
         n = min(batch, reps - len(times))
         ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-        # Queue the batch while the GPU sleeps: 200 µs of Python per call covers multi-kernel routes (dequantize
-        # + GEMM, PyTorch's quantize + _int_mm + scale), so no call is timed waiting for the CPU.
-        s0, s1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        asked = min(200 * n + 20, 8000)
-        s0.record()
-        _sleep_us(asked)
-        s1.record()
-        t0 = time.perf_counter()
-        for a, b in ev:
-            args = arg_sets[i % len(arg_sets)]
-            i += 1
-            a.record()
-            fn(*args)
-            b.record()
-        queued_us = (time.perf_counter() - t0) * 1e6
-        torch.cuda.synchronize()
-        slept_us = s0.elapsed_time(s1) * 1000
-        _recalibrate(asked, slept_us)
-        # The CPU still queueing when the sleep ended (a host hiccup, a slow sleep calibration) means the GPU may
-        # have waited for it inside a timed call: on the H100 this turned a 24 µs kernel's median into 214 µs.
-        # Such a batch is timed again (up to 3 times in a row; a route that is always that slow keeps its times).
-        if queued_us > slept_us and tries < 3:
+
+        def queue(i=i):
+            for k, (a, b) in enumerate(ev):
+                a.record()
+                fn(*arg_sets[(i + k) % len(arg_sets)])
+                b.record()
+        ok = _queue_behind_sleep(n, queue)
+        # A batch the CPU fell behind on (a host hiccup, a slow sleep calibration) is timed again, up to 3 times in a
+        # row: on the H100 such a batch turned a 24 µs kernel's median into 214 µs. A route that is always that slow
+        # keeps its times.
+        if not ok and tries < 3:
             tries, redone = tries + 1, redone + 1
             continue
-        tries = 0
+        tries, i = 0, i + n
         times += [a.elapsed_time(b) * 1000 for a, b in ev]
     times.sort()
     q = lambda f: times[min(len(times) - 1, int(f * len(times)))]
-    return Timing(statistics.median(times), q(0.1), q(0.9), len(times), redone)
+    t = Timing(statistics.median(times), q(0.1), q(0.9), len(times), redone)
+    if chain:
+        c = chain_fn(fn, arg_sets, start=i)
+        t.chain_us, t.redone = c.median_us, t.redone + c.redone
+    if graph:
+        g = graph_fn(fn, arg_sets, start=i)
+        t.graph_us, t.graph_error = (g.median_us, None) if isinstance(g, Timing) else (None, g)
+    return t
+
+
+def chain_fn(fn, arg_sets, *, n: int = 20, reps: int = 15, start: int = 0) -> Timing:
+    """Time per call of n calls launched back to back between two events (median over `reps` chains), the inputs
+    rotating as in time_fn. This is how a model's decode step runs its kernels: each launch is queued while the call
+    before it runs, so the fixed cost an isolated call pays between its own events (1.6-1.7 µs on the H100 for a
+    kernel reading 9-134 MB: lesson 12's read probe) is not counted. The caller warms up."""
+    out, i, tries, redone = [], start, 0, 0
+    while len(out) < reps:
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+        def queue(i=i):
+            s.record()
+            for k in range(n):
+                fn(*arg_sets[(i + k) % len(arg_sets)])
+            e.record()
+        if not _queue_behind_sleep(n, queue) and tries < 3:  # as in time_fn
+            tries, redone = tries + 1, redone + 1
+            continue
+        tries, i = 0, i + n
+        out.append(s.elapsed_time(e) * 1000 / n)
+    out.sort()
+    q = lambda f: out[min(len(out) - 1, int(f * len(out)))]
+    return Timing(statistics.median(out), q(0.1), q(0.9), n * len(out), redone)
+
+
+def graph_fn(fn, arg_sets, *, calls: int = 20, reps: int = 15, start: int = 0) -> Timing | str:
+    """Time per call of fn captured in one CUDA graph (at least `calls` calls, the inputs rotating through whole
+    passes over arg_sets so that no set is read twice in a row), the graph replayed between two events; median over
+    `reps` replays. A serving engine runs a decode step this way: the GPU finds the next kernel ready when one ends,
+    where a call between its own events also pays its launch (on the H100, 2.0-3.0 µs more per call of one kernel:
+    NOTES.md, "Timing in a CUDA graph"). Returns why, as a string, where fn cannot be captured (it synchronizes, or
+    allocates outside PyTorch's allocator)."""
+    S = len(arg_sets)
+    n = S * math.ceil(calls / S)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up off the default stream, as torch.cuda.graph asks
+        for k in range(min(S, 3)):
+            fn(*arg_sets[(start + k) % S])
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(g):
+            for k in range(n):
+                fn(*arg_sets[(start + k) % S])
+    except RuntimeError as e:
+        torch.cuda.synchronize()
+        return str(e).splitlines()[0]
+    g.replay()
+    torch.cuda.synchronize()
+    out, tries, redone = [], 0, 0
+    while len(out) < reps:
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+        def queue():
+            s.record()
+            g.replay()
+            e.record()
+        if not _queue_behind_sleep(1, queue) and tries < 3:  # as in time_fn
+            tries, redone = tries + 1, redone + 1
+            continue
+        tries = 0
+        out.append(s.elapsed_time(e) * 1000 / n)
+    del g
+    out.sort()
+    q = lambda f: out[min(len(out) - 1, int(f * len(out)))]
+    return Timing(statistics.median(out), q(0.1), q(0.9), n * len(out), redone)
 
 
 def input_sets(problem, shape, *, l2_multiple: float = 3.0, max_sets: int = 32, max_bytes: float = 8e9):

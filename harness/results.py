@@ -307,6 +307,50 @@ def nf4_markdown() -> str:
     return "\n".join(out)
 
 
+# Lessons 06-08's decode GEMV on 16-row tiles and the baselines it is compared with, per lesson: (section, the GEMV's
+# op, {column: that baseline's op in this lesson's rows}).
+GRAPH_ROUTES = {
+    6: ("table", W8A16_TILES_OP, {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS": "(b) unfused cuBLAS"}),
+    7: ("table", W4A16_TILES_OP, {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS": "dequantize + cuBLAS",
+                                  "tinygemm": "tinygemm (_weight_int4pack_mm, bf16)", "Marlin": "Marlin"}),
+    8: ("gemv", NF4_TILES_OP, {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS": "dequantize NF4 + cuBLAS"}),
+}
+GRAPH_KERNELS = {6: "06 W8A16", 7: "07 W4A16", 8: "08 NF4"}
+
+
+def graph_markdown(lessons=(6, 7, 8), ms=None, shapes=None) -> str:
+    """The decode GEMVs of lessons 06-08 (16-row tiles) timed two ways in one run, each with its baselines: every call
+    between its own events (the course's tables), and replayed from a CUDA graph as a serving engine runs a decode
+    step (bench.graph_fn). Cells read "per call → graph"."""
+    cols = list(dict.fromkeys(c for l in lessons for c in GRAPH_ROUTES[l][2]))
+    two = lambda a, b, f: f"{f(a)} → {f(b)}"
+    out = ["| kernel | K × N | M | µs | % copy bw | " + " | ".join(f"vs {c}" for c in cols) + " |",
+           "|---|---|---:|---:|---:|" + "---:|" * len(cols)]
+    secs = []
+    for l in lessons:
+        section, op, base = GRAPH_ROUTES[l]
+        sec = load(l, section, prefer_local=False)
+        secs.append(sec)
+        rows = {(r["op"], tuple(r["shape"])): r for r in sec["rows"]}
+        for (o, s), r in rows.items():
+            if o != op or not r.get("graph_us") or (ms and s[0] not in ms) or (shapes and (s[2], s[1]) not in shapes):
+                continue
+            cells = []
+            for c in cols:
+                b = rows.get((base.get(c), s))
+                cells.append(two(b["us"] / r["us"], b["graph_us"] / r["graph_us"], lambda v: f"{v:.2f}×")
+                             if b and b.get("graph_us") else "–")
+            out.append(f"| {GRAPH_KERNELS[l]} | {s[2]} × {s[1]} | {s[0]} | {two(r['us'], r['graph_us'], lambda v: f'{v:,.1f}')} | "
+                       f"{two(_pct(r), _pct(r) * r['us'] / r['graph_us'], lambda v: f'{v:.1f}%')} | " + " | ".join(cells) + " |")
+    if len(out) == 2:
+        return "(no graph timings recorded yet: `tools/bench_w8a16.py`, `bench_w4a16.py`, `bench_nf4.py` record them)"
+    envs = list(dict.fromkeys(env_line(sec) for sec in secs))
+    out.append(f"\nµs, median, per call → in a CUDA graph of 20 or more calls (`bench.graph_fn`); weights rotated past L2; "
+               f"each baseline timed both ways in the same run; % of lesson 00's copy bandwidth. Measured on "
+               f"{'; '.join(envs)}.")
+    return "\n".join(out)
+
+
 W4A8_COLUMNS = ["cuBLAS FP16 (FP16 weights)", "torch W8A8 (quantize + _int_mm + scale)", "(06) W8A8", "(07) W4A16",
                 "(09) W4A8"]
 
@@ -398,12 +442,16 @@ def wgmma_markdown() -> str:
 
 
 def stream_markdown() -> str:
-    """Lesson 12's read probe: the fastest way found to read each weight size, per call and in a chain of calls."""
+    """Lesson 12's read probe: the fastest way found to read each weight size, per call, in a chain of calls and in
+    a CUDA graph."""
     sec = load(12, "stream", prefer_local=False)
     bw = _copy_GBps()  # lesson 00's, like _pct (the run's own measurement: sec["copy_GBps"])
     pct = lambda nbytes, us: f"{us:,.1f} ({100 * nbytes / bw / 1e3 / us:.0f}%)"
+    graphs = all(r.get("graph_us") for r in sec["rows"] if "PDL" not in r["variant"])  # recorded since 2026-11-23
     out = ["| weights read | floor at copy bw | cuBLAS FP16, M = 1 | best `ld.global` | best bulk copy (TMA) "
-           "| cuBLAS, chain | best plain, chain | best with PDL, chain |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+           "| cuBLAS, chain | best plain, chain | best with PDL, chain |"
+           + (" cuBLAS, graph | best plain, graph | best with PDL, graph |" if graphs else ""),
+           "|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * 3 * graphs]
     for size in dict.fromkeys(r["size"] for r in sec["rows"]):
         rows = [r for r in sec["rows"] if r["size"] == size]
         n = rows[0]["bytes"]
@@ -416,10 +464,18 @@ def stream_markdown() -> str:
         out.append(f"| {size} ({n / 1e6:.1f} MB) | {n / bw / 1e3:.1f} | {pct(n, cub['per_call_us'])} | "
                    f"{pct(n, ldg['per_call_us'])} | {pct(n, blk['per_call_us'])} | {pct(n, cub['chain_us'])} | "
                    f"{pct(n, plain['chain_us'])} | {pct(n, pdl['chain_us'])} |")
+        if graphs:
+            gbest = lambda f: min((r for r in rows if f(r["variant"]) and r.get("graph_us")), key=lambda r: r["graph_us"],
+                                  default=None)
+            cell = lambda r: pct(n, r["graph_us"]) if r else "–"
+            out[-1] += (f" {cell(gbest(lambda v: v.startswith('cuBLAS')))} | "
+                        f"{cell(gbest(lambda v: not v.startswith('cuBLAS') and 'PDL' not in v))} | "
+                        f"{cell(gbest(lambda v: 'PDL' in v))} |")
     out.append(f"\nµs (in brackets: % of lesson 00's {bw:,.0f} GB/s copy bandwidth). Kernels that only read (`tools/stream_probe.cu`), "
                "the best of each kind over grid sizes, loads in flight and ring depths. Per call: CUDA events around each "
-               "call, as every table of the course; chain: 20 back-to-back calls between two events, per call; PDL: "
-               f"programmatic dependent launch. Measured on {env_line(sec)}.")
+               "call, as every table of the course; chain: 20 back-to-back calls between two events, per call; "
+               + ("graph: 20 or more calls replayed from one CUDA graph, per call; " if graphs else "")
+               + f"PDL: programmatic dependent launch. Measured on {env_line(sec)}.")
     return "\n".join(out)
 
 
@@ -478,6 +534,7 @@ README_TABLES = {
     "07_w4a16": w4a16_markdown,
     "07_w4a16_tiles": w4a16_tiles_markdown,
     "08_nf4": nf4_markdown,
+    "decode_graph": lambda: graph_markdown(ms=(1, 16), shapes=((8192, 8192), (4096, 14336), (14336, 4096))),
     "09_w4a8": w4a8_markdown,
     "10_ladder": pipe_ladder_markdown,
     "10_w4a16": pipe_markdown,

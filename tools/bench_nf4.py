@@ -1,7 +1,8 @@
 """Lesson 08 measurements, inputs rotated past L2: the NF4 dequantize kernels (codebook in global memory, decision
 tree, shared memory, registers with shuffles, a table of pairs) against PyTorch's lookup (harness.quant) and the
 copy bandwidth; then the fused NF4 GEMV (on bitsandbytes' row-major bytes, and on the same bytes in 16-row tiles,
-repacked before timing) against cuBLAS FP16, dequantize + cuBLAS and lesson 07's W4A16 GEMV. With
+repacked before timing) against cuBLAS FP16, dequantize + cuBLAS and lesson 07's W4A16 GEMV, each call timed on its
+own and replayed from a CUDA graph (bench.graph_fn, column graph_us: a decode step as a serving engine runs it). With
 --record the rows go to results/08.json, sections "dequant" and "gemv" (COURSE_RECORD=1 for the shipped file).
 
     python tools/bench_nf4.py [--exercises] [--record]
@@ -60,13 +61,12 @@ def main():
             s = (M, N, K)
             sets = bench.input_sets(lin, s)
             tw = {id(q): quant.to_tiles(quant.NF4Weight(q.reshape(-1), am.reshape(-1), (N, K))) for _, q, am, _ in sets}
-            timed = {"cuBLAS FP16 (FP16 weights)": bench.time_fn(torch.nn.functional.linear,
-                                                                 bench.input_sets(catalog.FP16, s), reps=50),
-                     "dequantize NF4 + cuBLAS": bench.time_fn(lambda x, q, am, cb: torch.nn.functional.linear(x, deq(q, am, cb)),
-                                                              sets, reps=50),
-                     "(08) fused NF4 GEMV": bench.time_fn(fused, sets, reps=50),
-                     results.NF4_TILES_OP: bench.time_fn(lambda x, q, am, cb: fused_tiles(x, tw[id(q)]), sets, reps=50),
-                     "(07) fused W4A16 (INT4 weights)": bench.time_fn(w4, bench.input_sets(p4, s), reps=50)}
+            tf = lambda op, sets: bench.time_fn(op, sets, reps=50, graph=True)
+            timed = {"cuBLAS FP16 (FP16 weights)": tf(torch.nn.functional.linear, bench.input_sets(catalog.FP16, s)),
+                     "dequantize NF4 + cuBLAS": tf(lambda x, q, am, cb: torch.nn.functional.linear(x, deq(q, am, cb)), sets),
+                     "(08) fused NF4 GEMV": tf(fused, sets),
+                     results.NF4_TILES_OP: tf(lambda x, q, am, cb: fused_tiles(x, tw[id(q)]), sets),
+                     "(07) fused W4A16 (INT4 weights)": tf(w4, bench.input_sets(p4, s))}
             base = timed["cuBLAS FP16 (FP16 weights)"].median_us
             print(f"\nM={M} N={N} K={K}: NF4 floor {lin.bytes(s) / bw / 1e3:.1f} µs")
             for name, t in timed.items():
@@ -74,9 +74,12 @@ def main():
                 grows.append(dict(op=name, shape=list(s), desc=lin.describe(s), us=round(t.median_us, 2),
                                   gbs=round(nbytes / t.median_us / 1e3, 1),
                                   pct_copy_bw=round(100 * nbytes / bw / 1e3 / t.median_us, 1),
-                                  speedup_vs_cublas=round(base / t.median_us, 2)))
+                                  speedup_vs_cublas=round(base / t.median_us, 2), graph_us=t.graph_us and round(t.graph_us, 2)))
                 r = grows[-1]
-                print(f"  {name:<36} {r['us']:>8.1f} µs {r['pct_copy_bw']:>6.1f}% of copy bw {r['speedup_vs_cublas']:>5.2f}× vs cuBLAS FP16")
+                g = f"   in a graph {t.graph_us:>7.1f} µs {100 * nbytes / bw / 1e3 / t.graph_us:>5.1f}%" if t.graph_us else ""
+                print(f"  {name:<36} {r['us']:>8.1f} µs {r['pct_copy_bw']:>6.1f}% of copy bw {r['speedup_vs_cublas']:>5.2f}× vs cuBLAS FP16{g}")
+                if t.graph_error:
+                    print(f"  {name}: not timed in a CUDA graph: {t.graph_error}")
     if a.record:
         results.record(8, "gemv", grows)
 

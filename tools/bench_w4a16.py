@@ -10,7 +10,8 @@ tinygemm (torch._weight_int4pack_mm) takes bf16 activations and its own packed l
 that layout, the same sizes; its values are not compared. Marlin runs on each input set's own weights, packed into
 its layout before timing (tests/test_marlin.py checks its results).
 At M <= 16 it also times the GEMV on the same weights stored in 16-row tiles (quant.to_tiles, repacked before
-timing, as a serving engine does at load time) against the row-major GEMV, in the same run.
+timing, as a serving engine does at load time) against the row-major GEMV, in the same run, and every route
+replayed from a CUDA graph too (bench.graph_fn: a decode step as a serving engine runs it), column graph_us.
 """
 import argparse
 import math
@@ -73,23 +74,22 @@ def main():
             shape = (M, N, K)
             sets = bench.input_sets(prob, shape)
             w16 = {id(s[1]): dequant(s[1], s[2]) for s in sets}  # FP16 weights for the cuBLAS baseline, made first
-            timed = {"cuBLAS FP16 (FP16 weights)": bench.time_fn(lambda x, q, s: torch.nn.functional.linear(x, w16[id(q)]),
-                                                                 sets, reps=50),
-                     "dequantize + cuBLAS": bench.time_fn(lambda x, q, s: torch.nn.functional.linear(x, dequant(q, s)),
-                                                          sets, reps=50),
-                     "(07) fused W4A16": bench.time_fn(fused, sets, reps=50)}
+            tf = lambda op, sets: bench.time_fn(op, sets, reps=50, graph=M <= 16)  # decode M: in a CUDA graph too
+            timed = {"cuBLAS FP16 (FP16 weights)": tf(lambda x, q, s: torch.nn.functional.linear(x, w16[id(q)]), sets),
+                     "dequantize + cuBLAS": tf(lambda x, q, s: torch.nn.functional.linear(x, dequant(q, s)), sets),
+                     "(07) fused W4A16": tf(fused, sets)}
             if tiny:
-                timed["tinygemm (_weight_int4pack_mm, bf16)"] = bench.time_fn(tiny, sets, reps=50)
+                timed["tinygemm (_weight_int4pack_mm, bf16)"] = tf(tiny, sets)
             if not no_marlin:
-                timed[marlin.OP] = bench.time_fn(marlin.bench_op(sets), sets, reps=50)
+                timed[marlin.OP] = tf(marlin.bench_op(sets), sets)
             if M <= 16:  # the GEMV on row-major weights, then on the same weights in tiles (each set's own)
                 tw = {id(s[1]): quant.to_tiles(quant.Int4Weight(s[1], s[2], prob.group)) for s in sets}
-                timed[results.W4A16_ROWS_OP] = bench.time_fn(gemv, sets, reps=50)
-                timed[results.W4A16_TILES_OP] = bench.time_fn(lambda x, q, s: gemv_tiles(x, tw[id(q)]), sets, reps=50)
+                timed[results.W4A16_ROWS_OP] = tf(gemv, sets)
+                timed[results.W4A16_TILES_OP] = tf(lambda x, q, s: gemv_tiles(x, tw[id(q)]), sets)
                 del tw
             del sets, w16
-            timed["(07) fused W4A16, zero points"] = bench.time_fn(fused_asym, bench.input_sets(asym, shape), reps=50)
-            timed["(06) fused W8A16 (INT8 weights)"] = bench.time_fn(int8, bench.input_sets(p8, shape), reps=50)
+            timed["(07) fused W4A16, zero points"] = tf(fused_asym, bench.input_sets(asym, shape))
+            timed["(06) fused W8A16 (INT8 weights)"] = tf(int8, bench.input_sets(p8, shape))
             base = timed["cuBLAS FP16 (FP16 weights)"].median_us
             tiny_us = timed["tinygemm (_weight_int4pack_mm, bf16)"].median_us if tiny else None
             marlin_us = timed[marlin.OP].median_us if marlin.OP in timed else None
@@ -104,10 +104,14 @@ def main():
                                  speedup_vs_cublas=round(base / t.median_us, 2),
                                  speedup_vs_tinygemm=round(tiny_us / t.median_us, 2) if tiny_us else None,
                                  speedup_vs_marlin=round(marlin_us / t.median_us, 2) if marlin_us else None,
-                                 tflops=round(prob.flops(shape) / t.median_us / 1e6, 3)))
+                                 tflops=round(prob.flops(shape) / t.median_us / 1e6, 3),
+                                 graph_us=t.graph_us and round(t.graph_us, 2)))
                 r = rows[-1]
+                g = f"   in a graph {t.graph_us:>7.1f} µs {100 * nbytes / bw / 1e3 / t.graph_us:>5.1f}%" if t.graph_us else ""
                 print(f"  {k:<40} {r['us']:>9.1f} µs {r['gbs']:>7,.0f} GB/s {r['pct_copy_bw']:>6.1f}% of copy bw "
-                      f"{r['speedup_vs_cublas']:>6.2f}× vs cuBLAS FP16")
+                      f"{r['speedup_vs_cublas']:>6.2f}× vs cuBLAS FP16{g}")
+                if t.graph_error:
+                    print(f"  {k}: not timed in a CUDA graph: {t.graph_error}")
     if a.record:
         results.record(7, "table", rows)
 

@@ -10,6 +10,8 @@ for the shipped file).
 (d) fused: dequantize in registers, no FP16 W in memory: linear_w8a16 (the GEMV to M = 16, the tiled kernel
     above); the GEMV and the tiled kernel are also timed on their own at every M
 (e) M <= 16: the fused GEMV on the same weights stored in 16-row tiles (quant.to_tiles, repacked before timing)
+At M <= 16 every route is also timed replayed from a CUDA graph (bench.graph_fn: a decode step as a serving engine
+runs it, without each call's launch), column graph_us.
 W8A8 (M > 16, where torch._int_mm runs): our per-token quantize + INT8 GEMM with the scaling epilogue, against
 PyTorch's quantize + torch._int_mm + scaling, and torch._int_mm alone on x quantized beforehand (the GEMM
 without the rest). Its rows carry speedup_vs_torch (over PyTorch's whole route) as well as speedup_vs_b.
@@ -77,7 +79,8 @@ def main():
                 ops["torch._weight_int8pack_mm (per-channel)"] = int8pack
             except RuntimeError as e:
                 print(f"torch._weight_int8pack_mm unavailable here: {str(e).splitlines()[0]}")
-            timed = {k: bench.time_fn(op, sets, reps=50) for k, op in ops.items()}
+            # M <= 16 (decode): also each route replayed from a CUDA graph, as a serving engine runs a decode step
+            timed = {k: bench.time_fn(op, sets, reps=50, graph=M <= 16) for k, op in ops.items()}
             floor = prob.bytes(shape) / bw / 1e3
             base = timed["(b) unfused cuBLAS"].median_us
             for k, t in timed.items():
@@ -85,7 +88,10 @@ def main():
                                  gbs=round(prob.bytes(shape) / t.median_us / 1e3, 1),
                                  pct_copy_bw=round(100 * floor / t.median_us, 1),
                                  speedup_vs_b=round(base / t.median_us, 2),
-                                 tflops=round(prob.flops(shape) / t.median_us / 1e6, 3), sets=len(sets)))
+                                 tflops=round(prob.flops(shape) / t.median_us / 1e6, 3), sets=len(sets),
+                                 graph_us=t.graph_us and round(t.graph_us, 2)))
+                if t.graph_error:
+                    print(f"  {k}: not timed in a CUDA graph: {t.graph_error}")
             nrows = len(timed)
             if M > 16:  # W8A8: its own inputs (per-channel scales); torch._int_mm refuses M <= 16
                 p8 = catalog.W8A8
@@ -107,8 +113,9 @@ def main():
                 del sets8
             print(f"\nM={M} K={K} N={N}: floor {floor:.1f} µs at {bw:,.0f} GB/s (INT8 weights + scales + x + y)")
             for r in rows[-nrows:]:
+                g = f"   in a graph {r['graph_us']:>7.1f} µs {100 * floor / r['graph_us']:>5.1f}%" if r.get("graph_us") else ""
                 print(f"  {r['op']:<40} {r['us']:>9.1f} µs {r['gbs']:>7,.0f} GB/s {r['pct_copy_bw']:>6.1f}% of copy bw "
-                      f"{r['speedup_vs_b']:>6.2f}× vs (b)")
+                      f"{r['speedup_vs_b']:>6.2f}× vs (b){g}")
             del sets, w16
             tw = None
     if a.record:

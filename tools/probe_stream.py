@@ -7,7 +7,8 @@ Times, in one run, buffers rotated past L2: pure-read kernels (16-byte loads wit
 engine through a shared-memory ring), with and without programmatic dependent launch, next to cuBLAS FP16 at
 M = 1 reading the same bytes, on the byte counts of lessons 06-10's weights. Two timings per row: each call
 between its own events (bench.time_fn, as every table of the course), and the mean of a chain of 20 calls
-between two events (how a model's step runs them). % = bytes / time against the copy bandwidth."""
+between two events (bench.chain_fn), and in a CUDA graph of 20 or more calls (bench.graph_fn: how a serving engine
+runs a decode step). % = bytes / time against the copy bandwidth."""
 import math
 import sys
 from pathlib import Path
@@ -17,29 +18,9 @@ import torch
 from harness import bench, build, results, roofline
 
 SIZES = {"INT4 4096x4096": 8_650_752, "INT4 14336x4096": 30_277_632, "INT4 8192x8192": 34_603_008,
-         "INT8 8192x8192": 68_157_440, "FP16 8192x8192": 134_217_728}
+         "INT8 14336x4096": 59_637_760, "INT8 8192x8192": 68_157_440, "FP16 8192x8192": 134_217_728}
 if "--quick" in sys.argv:
     SIZES = {k: v for k, v in SIZES.items() if k in ("INT4 8192x8192", "FP16 8192x8192")}
-
-
-def chain_us(fn, sets, n=20, reps=15):
-    """Mean time per call of n back-to-back calls between two events (median over reps chains)."""
-    for a in sets[:3]:
-        fn(*a)
-    torch.cuda.synchronize()
-    out, i = [], 0
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        bench._sleep_us(min(100 * n, 8000))
-        s.record()
-        for _ in range(n):
-            fn(*sets[i % len(sets)])
-            i += 1
-        e.record()
-        e.synchronize()
-        out.append(s.elapsed_time(e) * 1000 / n)
-    out.sort()
-    return out[len(out) // 2]
 
 
 def main():
@@ -68,8 +49,8 @@ def main():
         k = nbytes // 2 // 8192
         wsets = [(torch.randn(1, k, device="cuda", dtype=torch.float16),
                   pool[i * stride: i * stride + 8192 * k * 2].view(torch.float16).view(8192, k)) for i in range(nsets)]
-        res = {"cuBLAS FP16 M=1 (same bytes)": (bench.time_fn(lambda x, w: torch.nn.functional.linear(x, w), wsets).median_us,
-                                                chain_us(lambda x, w: torch.nn.functional.linear(x, w), wsets))}
+        t = bench.time_fn(lambda x, w: torch.nn.functional.linear(x, w), wsets, chain=True, graph=True)
+        res = {"cuBLAS FP16 M=1 (same bytes)": (t.median_us, t.chain_us, t.graph_us)}
         for name, (kind, kw) in variants.items():
             for pdl in (0, 1):
                 if pdl and kind == "ldg" and kw["grid"] == sms:
@@ -79,12 +60,17 @@ def main():
                 else:
                     fn = lambda b, kw=kw, pdl=pdl: mod.read_bulk(b, b.numel(), out, kw["grid"], kw["stages"], kw["chunk"], pdl)
                 sets = [(b,) for b in bufs]
-                res[name + (" +PDL" if pdl else "")] = (bench.time_fn(fn, sets, reps=60).median_us, chain_us(fn, sets))
+                t = bench.time_fn(fn, sets, reps=60, chain=True, graph=True)
+                res[name + (" +PDL" if pdl else "")] = (t.median_us, t.chain_us, t.graph_us)
+                if t.graph_error:
+                    print(f"  {name}: not timed in a CUDA graph: {t.graph_error}")
         print(f"\n{label}: {nbytes / 1e6:.1f} MB, floor {nbytes / bw / 1e3:.1f} µs at {bw:.0f} GB/s copy")
-        for name, (t1, tc) in sorted(res.items(), key=lambda kv: kv[1][1]):
-            print(f"  {name:<36} per call {t1:7.2f} µs {100 * nbytes / bw / 1e3 / t1:5.1f}%   chain {tc:7.2f} µs "
-                  f"{100 * nbytes / bw / 1e3 / tc:5.1f}%", flush=True)
-            rows.append(dict(size=label, bytes=nbytes, variant=name, per_call_us=round(t1, 2), chain_us=round(tc, 2)))
+        pct = lambda us: 100 * nbytes / bw / 1e3 / us if us else float("nan")
+        for name, (t1, tc, tg) in sorted(res.items(), key=lambda kv: kv[1][1]):
+            print(f"  {name:<36} per call {t1:7.2f} µs {pct(t1):5.1f}%   chain {tc:7.2f} µs {pct(tc):5.1f}%   "
+                  f"graph {tg or float('nan'):7.2f} µs {pct(tg):5.1f}%", flush=True)
+            rows.append(dict(size=label, bytes=nbytes, variant=name, per_call_us=round(t1, 2), chain_us=round(tc, 2),
+                             graph_us=tg and round(tg, 2)))
     if "--record" in sys.argv:
         results.record(12, "stream", rows, copy_GBps=bw)
 
