@@ -447,11 +447,9 @@ def stream_markdown() -> str:
     sec = load(12, "stream", prefer_local=False)
     bw = _copy_GBps()  # lesson 00's, like _pct (the run's own measurement: sec["copy_GBps"])
     pct = lambda nbytes, us: f"{us:,.1f} ({100 * nbytes / bw / 1e3 / us:.0f}%)"
-    graphs = all(r.get("graph_us") for r in sec["rows"] if "PDL" not in r["variant"])  # recorded since 2026-11-23
     out = ["| weights read | floor at copy bw | cuBLAS FP16, M = 1 | best `ld.global` | best bulk copy (TMA) "
-           "| cuBLAS, chain | best plain, chain | best with PDL, chain |"
-           + (" cuBLAS, graph | best plain, graph | best with PDL, graph |" if graphs else ""),
-           "|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * 3 * graphs]
+           "| cuBLAS, chain | best plain, chain | best with PDL, chain | cuBLAS, graph | best plain, graph "
+           "| best with PDL, graph |", "|---|---:|" + "---:|" * 9]
     for size in dict.fromkeys(r["size"] for r in sec["rows"]):
         rows = [r for r in sec["rows"] if r["size"] == size]
         n = rows[0]["bytes"]
@@ -461,21 +459,17 @@ def stream_markdown() -> str:
         blk = best(lambda v: v.startswith("bulk") and "PDL" not in v, "per_call_us")
         plain = best(lambda v: not v.startswith("cuBLAS") and "PDL" not in v, "chain_us")
         pdl = best(lambda v: "PDL" in v, "chain_us")
+        g = lambda f: min((r["graph_us"] for r in rows if f(r["variant"]) and r.get("graph_us")), default=None)
+        cell = lambda us: pct(n, us) if us else "–"  # "–": no variant of the kind could be captured
         out.append(f"| {size} ({n / 1e6:.1f} MB) | {n / bw / 1e3:.1f} | {pct(n, cub['per_call_us'])} | "
                    f"{pct(n, ldg['per_call_us'])} | {pct(n, blk['per_call_us'])} | {pct(n, cub['chain_us'])} | "
-                   f"{pct(n, plain['chain_us'])} | {pct(n, pdl['chain_us'])} |")
-        if graphs:
-            gbest = lambda f: min((r for r in rows if f(r["variant"]) and r.get("graph_us")), key=lambda r: r["graph_us"],
-                                  default=None)
-            cell = lambda r: pct(n, r["graph_us"]) if r else "–"
-            out[-1] += (f" {cell(gbest(lambda v: v.startswith('cuBLAS')))} | "
-                        f"{cell(gbest(lambda v: not v.startswith('cuBLAS') and 'PDL' not in v))} | "
-                        f"{cell(gbest(lambda v: 'PDL' in v))} |")
+                   f"{pct(n, plain['chain_us'])} | {pct(n, pdl['chain_us'])} | {cell(g(lambda v: v.startswith('cuBLAS')))} | "
+                   f"{cell(g(lambda v: not v.startswith('cuBLAS') and 'PDL' not in v))} | {cell(g(lambda v: 'PDL' in v))} |")
     out.append(f"\nµs (in brackets: % of lesson 00's {bw:,.0f} GB/s copy bandwidth). Kernels that only read (`tools/stream_probe.cu`), "
                "the best of each kind over grid sizes, loads in flight and ring depths. Per call: CUDA events around each "
-               "call, as every table of the course; chain: 20 back-to-back calls between two events, per call; "
-               + ("graph: 20 or more calls replayed from one CUDA graph, per call; " if graphs else "")
-               + f"PDL: programmatic dependent launch. Measured on {env_line(sec)}.")
+               "call, as every table of the course; chain: 20 back-to-back calls between two events, per call; graph: 20 "
+               f"or more calls replayed from one CUDA graph, per call; PDL: programmatic dependent launch. Measured on "
+               f"{env_line(sec)}.")
     return "\n".join(out)
 
 
