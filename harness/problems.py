@@ -411,8 +411,10 @@ class W4A16TilesLinear(_Repacked, W4A16Linear):
     `fn(x, packed, scales, y, M, N, K)` or `fn(x, packed, scales, zeros, y, M, N, K)`, packed int32
     [ceil(N/16), K/128, 16, 16], scales fp16 (zeros uint8) [ceil(N/16), K/128, 16]."""
     name: str = "w4a16_tiles"
-    # + an odd tile count where a block takes two tiles (N ≥ 32·132 on the H100): the last block's second is past N
-    check_shapes: tuple = W4A16Linear.check_shapes + ((2, 4200, 256), (9, 4200, 384))
+    # + an odd tile count where a block takes two tiles (N ≥ 32·132 on the H100): the last block's second is past N;
+    # + more units than the persistent launch has blocks at M ≤ 8 (on the H100 264 blocks: N > 8448), so blocks loop,
+    # with K blocks fewer than the warps (2) and not a multiple of them (9)
+    check_shapes: tuple = W4A16Linear.check_shapes + ((2, 4200, 256), (9, 4200, 384), (1, 9000, 256), (3, 20008, 1152))
 
     def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
         from . import quant

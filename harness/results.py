@@ -270,7 +270,8 @@ def w4a16_tiles_markdown(section: str = "table") -> str:
                    f"{d['us'] / e['us']:.2f}× | {cub['us'] / e['us']:.2f}× | {_times(e, 'speedup_vs_tinygemm')} | "
                    f"{_times(e, 'speedup_vs_marlin')} |")
     out.append(f"\nµs, median; weights rotated past L2; the two GEMVs are the same kernel, same arithmetic, on the same "
-               f"bytes in two orders. Measured on {env_line(sec)}.")
+               f"bytes in two orders (on tiles at M ≤ 8, where a shape has more units of 32 outputs than blocks fit at "
+               f"once, one generation of blocks computes them all: lesson 07, section 6). Measured on {env_line(sec)}.")
     return "\n".join(out)
 
 

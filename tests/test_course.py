@@ -171,6 +171,26 @@ def test_w4a8_bind_rejects_bad_input():
     assert [a.dtype for a in calls[0][5:8]] == [torch.int8, torch.float32, torch.int32]
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_w4a16_gemv_on_tiles_equals_row_major_bit_for_bit(symmetric):
+    """Lesson 07 says the GEMV on tiles does the row-major GEMV's arithmetic in the same order, so their outputs are
+    equal bit for bit; also where the tiles' launch keeps one generation of blocks that each compute several units
+    (at M <= 8, where the units of 32 outputs outnumber the blocks that fit: N 14336 and 20008 on an H100)."""
+    import torch
+    mod = build.load(7, "w4a16", solution=True)
+    sfx = "" if symmetric else "_asym"
+    rows_op = problems.W4A16Linear(symmetric=symmetric).bind(getattr(mod, "gemv_w4a16" + sfx))
+    tiles = problems.W4A16TilesLinear(symmetric=symmetric)
+    tiles_op = tiles.bind(getattr(mod, "gemv_w4a16_tiles" + sfx))
+    for shape in ((1, 14336, 4096), (3, 20008, 1152), (8, 9000, 256), (12, 4200, 384)):
+        x, w = tiles.make_inputs(shape, torch.Generator(device="cuda").manual_seed(shape[1]))
+        r = w.rows()
+        a = rows_op(x, r.packed, r.scale, *(() if symmetric else (r.zero,)))
+        b = tiles_op(x, w)
+        assert not a.isnan().any() and torch.equal(a, b), f"{shape}: {(a != b).sum().item()} outputs differ"
+
+
 @pytest.mark.parametrize("symmetric", [True, False])
 def test_w4a16_tiles_bind_rejects_bad_input(symmetric):
     """Lesson 07's tiled-layout problems take x and a quant.Int4Tiles of their own format; every wrong one is named

@@ -4,12 +4,17 @@ past L2.
     python tools/tune_w4a16.py [-DGEMV_STAGES=4 ...]            the decode GEMV (gemv_w4a16) at M = 1 and 16
     python tools/tune_w4a16.py --tiles [-D...]                  the same GEMV on weights in 16-row tiles
                                                                 (gemv_w4a16_tiles, quant.to_tiles)
+    python tools/tune_w4a16.py --tiles --persist                the GEMV on tiles at M <= 8, a block per unit
+                                                                against one generation of looping blocks: per
+                                                                call and in a CUDA graph, outputs compared bit
+                                                                for bit on the large shapes
     python tools/tune_w4a16.py --tiled [-DTILE_STAGES=3 ...]    the tiled kernel (gemm_w4a16) at M = 16..256,
                                                                 next to the GEMV and cuBLAS FP16
     python tools/tune_w4a16.py --same-bytes   cuBLAS and an FP16 GEMV on FP16 weights of the INT4 weights' bytes
 
-Settings: GEMV_PREFETCH, GEMV_L2_HINT, GEMV_LOADS_ONLY (an experiment: the loads without the arithmetic), GEMV_R, GEMV_WARPS, GEMV_MIN_BLOCKS, GEMV_RING_UNROLL, TILE_STAGES, TILE_SPLIT_BLOCKS. Prints each variant's time and % of the
+Settings: GEMV_PERSIST, GEMV_PREFETCH, GEMV_L2_HINT, GEMV_LOADS_ONLY (an experiment: the loads without the arithmetic), GEMV_R, GEMV_WARPS, GEMV_MIN_BLOCKS, GEMV_RING_UNROLL, TILE_STAGES, TILE_SPLIT_BLOCKS. Prints each variant's time and % of the
 measured copy bandwidth. What the sweeps found is in NOTES.md."""
+import re
 import sys
 
 import torch
@@ -48,6 +53,10 @@ if TILES:  # the sweep behind the tiled layout's launch rule (NOTES.md, lesson 0
                 "no L2 hint": ["-DGEMV_L2_HINT=0"], "2 tiles per block": ["-DGEMV_R=2"], "1 tile per block": ["-DGEMV_R=1"],
                 "2 ahead, not unrolled": ["-DGEMV_PREFETCH=2", "-DGEMV_RING_UNROLL=0"], "4 warps": ["-DGEMV_WARPS=4"]}
     SHAPES = [(m, n, k) for n, k in ((8192, 8192), (14336, 4096), (4096, 14336), (4096, 4096)) for m in (1, 16)]
+PERSIST = TILES and "--persist" in sys.argv
+if PERSIST:  # one generation of looping blocks (shipped) against a block per unit, fifth session (NOTES.md)
+    VARIANTS = {"shipped": [], "a block per unit": ["-DGEMV_PERSIST=0"]}
+    SHAPES = [(m, n, k) for n, k in ((8192, 8192), (14336, 4096), (28672, 4096), (4096, 14336)) for m in (1, 4)]
 if TILED:
     VARIANTS = {"shipped": [], "x paired by every warp": ["-DTILE_PREPAIR=0"], "3 stages": ["-DTILE_STAGES=3"]}
     SHAPES = [(m, n, k) for m in (16, 32, 64, 128, 256) for n, k in ((8192, 8192), (14336, 4096))]
@@ -67,10 +76,11 @@ def cublas_us(s):  # cuBLAS FP16 on FP16 weights of the same shape, this run
 
 
 base = {s: cublas_us(s) for s in SHAPES}
+ref_out = {}  # PERSIST: the shipped build's outputs, which every variant must match bit for bit
 for name, flags in VARIANTS.items():
     mod = build.load(7, "w4a16", solution=True, extra_cuda_flags=flags)
     regs = {k: (v["sm_90"]["registers"], v["sm_90"]["spill_stores"]) for k, v in mod.resources().items()
-            if ("tiled" in k) == TILED and "<true" in k and (k.endswith("true>") or not TILES)}
+            if ("tiled" in k) == TILED and "<true" in k and (re.search(r"<true, \d, \d, true", k) or not TILES)}
     ops = {"tiled": prob.bind(mod.gemm_w4a16)} if TILED and name != "shipped" else \
         {"tiled": prob.bind(mod.gemm_w4a16), "GEMV": prob.bind(mod.gemv_w4a16)} if TILED else \
         {"GEMV on tiles": prob.bind(mod.gemv_w4a16_tiles)} if TILES else {"GEMV": prob.bind(mod.gemv_w4a16)}
@@ -81,7 +91,15 @@ for name, flags in VARIANTS.items():
             continue
         cells = []
         for s in SHAPES:
-            t = bench.time_fn(op, bench.input_sets(prob, s), reps=50).median_us
+            sets = bench.input_sets(prob, s)
+            if PERSIST:
+                out = torch.empty(prob.out_shape(s), dtype=prob.out_dtype, device="cuda")
+                prob.call(op, sets[0], out)
+                same = torch.equal(ref_out.setdefault(s, out), out)
+            tm = bench.time_fn(op, sets, reps=50, graph=PERSIST)
+            t = tm.median_us
             cells.append(f"M={s[0]} N={s[1]} K={s[2]}: {t:6.1f} µs {100 * prob.bytes(s) / bw / 1e3 / t:5.1f}% "
-                         f"{base[s] / t:4.2f}x cuBLAS ({base[s]:.1f})")
+                         f"{base[s] / t:4.2f}x cuBLAS ({base[s]:.1f})" +
+                         (f" | graph {tm.graph_us:6.1f} µs {100 * prob.bytes(s) / bw / 1e3 / tm.graph_us:5.1f}%"
+                          f"{'' if same else ' OUTPUT DIFFERS from shipped'}" if PERSIST else ""))
         print(f"{name:<22} {what} {regs}\n    " + "\n    ".join(cells), flush=True)

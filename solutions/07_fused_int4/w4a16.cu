@@ -9,8 +9,9 @@
 // 58-66% on the large shapes, H100).
 //   gemv_w4a16, gemv_w4a16_asym  the fused decode GEMV (tensor cores), any M (re-reads W per 16 tokens);
 //   gemv_w4a16_tiles(_asym)      the same GEMV on packed weights stored in 16-row tiles (quant.to_tiles):
-//                                the same bytes in the order the kernel reads them, 1.00-1.12x faster (H100,
-//                                M <= 16; 1.10x at M = 1 on the large-N shapes);
+//                                the same bytes in the order the kernel reads them, 1.02-1.18x faster (H100,
+//                                M <= 16; at M = 1 1.09x on 8192 x 8192, 1.16x at K 4096, N 14336, where
+//                                the launch keeps one generation of blocks that loop over the units);
 //   gemm_w4a16, gemm_w4a16_asym  the fused tiled kernel for larger M: cp.async stages, split-K;
 //   linear_w4a16, linear_w4a16_asym  what a model calls: the GEMV up to M = 16, then the tiled kernel;
 //   dequant_w4                   the unfused route's first kernel: q, scale → FP16 W in memory.
@@ -57,6 +58,9 @@ static void launch_pdl(void (*kernel)(P...), dim3 grid, int threads, size_t smem
 #ifndef GEMV_R
 #define GEMV_R 0  // m16 tiles of outputs per block: 1 or 2 (0: 2 when N / 32 fills the SMs, else 1)
 #endif
+#ifndef GEMV_PERSIST
+#define GEMV_PERSIST 1  // on tiles at M <= 8, where the units outnumber the blocks that fit: one generation of
+#endif                  // blocks, each looping over units (0: a block per unit everywhere)
 #ifndef GEMV_MIN_BLOCKS
 #define GEMV_MIN_BLOCKS 2  // blocks per SM the GEMV must fit (caps its registers)
 #endif
@@ -194,14 +198,16 @@ __device__ __forceinline__ void mma_steps(float (&acc)[4], const uint32_t (&lo)[
 // so the 1 KB a warp reads per m16 tile and K block is one contiguous piece, and the blocks stream their tiles
 // one after the other (lesson 06, section (e)); the scales (and zeros) as tile [K/128][16 rows]. Rows past N are
 // zeros. Nothing else changes: same lanes, same arithmetic, the same output bit for bit.
-template <bool SYM, int R, int NT, bool TILES = false>
+template <bool SYM, int R, int NT, bool TILES = false, bool PERSIST = false>
 __global__ void __launch_bounds__(THREADS, GEMV_MIN_BLOCKS)
 gemv_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const __half* __restrict__ scales,
             const uint8_t* __restrict__ zeros, __half* __restrict__ y, int M, int N, int K, bool prefetch_scales) {
     pdl_trigger();
-    __shared__ float red[WARPS][R][NT][32][4];
+    // PERSIST: the block computes units (16·R outputs) blockIdx.x, + gridDim.x, ... and writes each unit's partial
+    // tiles to the other buffer than the last unit's, whose sum may still be reading it: one barrier per unit.
+    __shared__ float red[PERSIST ? 2 : 1][WARPS][R][NT][32][4];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int n0 = blockIdx.x * 16 * R, m0 = blockIdx.y * 8 * NT, groups = K / GROUP;
+    const int m0 = blockIdx.y * 8 * NT, groups = K / GROUP, units = (N + 16 * R - 1) / (16 * R);
     bool has[NT];  // x rows this lane feeds (others are zero)
     const __half* xr[NT];
 #pragma unroll
@@ -209,33 +215,42 @@ gemv_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const 
         has[nt] = m0 + 8 * nt + g < M;
         xr[nt] = x + (size_t)(has[nt] ? m0 + 8 * nt + g : 0) * K + 32 * t;
     }
+    // Where the lane's rows of unit u start (K block 0): int32 words of weights, and the index of their scale
+    // (and zero). A row past N re-reads row N-1 (tiles: a zero row); its outputs are not stored.
+    auto tile_of = [&](int u, int r) { return (size_t)min(u * R + r, (N - 1) / 16); };  // (R = 2, odd tile count: the last)
+    auto row_of = [&](int u, int r, int h) { return (size_t)min(u * 16 * R + 16 * r + 8 * h + g, N - 1); };
     const int32_t* wrow[R][2];
-    size_t srow[R][2];  // the row's scale (and zero) for K block 0
+    size_t srow[R][2];
+    auto start_unit = [&](int u) {
 #pragma unroll
-    for (int r = 0; r < R; ++r)
+        for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {  // a row past N re-reads row N-1 (tiles: a zero row); its outputs are not stored
-            const int n = min(n0 + 16 * r + 8 * h + g, N - 1);
-            const size_t tile = min((int)blockIdx.x * R + r, (N - 1) / 16);  // (R = 2, odd tile count: the last)
-            wrow[r][h] = TILES ? Wq + (tile * groups * 16 + g) * 16 + 4 * t : Wq + (size_t)n * (K / 8) + 4 * t;
-            srow[r][h] = TILES ? tile * groups * 16 + g : (size_t)n * groups;
-        }
+            for (int h = 0; h < 2; ++h) {
+                wrow[r][h] = TILES ? Wq + (tile_of(u, r) * groups * 16 + g) * 16 + 4 * t : Wq + row_of(u, r, h) * (K / 8) + 4 * t;
+                srow[r][h] = TILES ? tile_of(u, r) * groups * 16 + g : row_of(u, r, h) * groups;
+            }
+    };
+    start_unit(blockIdx.x);
     // From a row's K block to its next: int32 words of weights, scales. On tiles, row g + 8 is 128 words and 8
     // scales after row g: offsets in the load instructions, not more pointers in registers.
     constexpr int WSTEP = TILES ? 16 * KB / 8 : KB / 8, SSTEP = TILES ? 16 : 1;
     auto wptr = [&](int r, int h) { return TILES ? wrow[r][0] + 128 * h : wrow[r][h]; };
     auto sidx = [&](int r, int h, int kb) { return (TILES ? srow[r][0] + 8 * h : srow[r][h]) + (size_t)kb * SSTEP; };
-    float acc[R][NT][4] = {};
-    // The weights stream from DRAM: each warp keeps the next PF K blocks' loads in flight (a ring in registers)
-    // while it converts the current one. x is small and hot in L1: it is loaded when needed.
+    // The weights stream from DRAM: each warp keeps its next PF K blocks' loads in flight (a ring in registers)
+    // while it converts the current one; x is small and hot in L1: it is loaded when needed.
     int4 wv[PF + 1][R][2];
+    auto load = [&](int slot, int kb) {
+        if (kb < groups)
 #pragma unroll
-    for (int p = 0; p < PF; ++p)
+            for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int r = 0; r < R; ++r)
+                for (int h = 0; h < 2; ++h) wv[slot][r][h] = load_stream(wptr(r, h) + (size_t)kb * WSTEP);
+    };
+    auto first_loads = [&] {
 #pragma unroll
-            for (int h = 0; h < 2; ++h)
-                if (warp + p * WARPS < groups) wv[p][r][h] = load_stream(wptr(r, h) + (size_t)(warp + p * WARPS) * WSTEP);
+        for (int p = 0; p < PF; ++p) load(p, warp + p * WARPS);
+    };
+    first_loads();
     // At 9-16 tokens on tiles, the block asks L2 for its scales of all of K up front, and each K block's scale load
     // finds them there instead of in DRAM: 3-11% faster at M = 9-16 where the grid is at most two waves, 4% slower
     // at N = 28672 (NOTES.md; at M <= 8 no gain). A prefetch holds no register, and this variant is at its cap of
@@ -248,78 +263,93 @@ gemv_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const 
                 asm volatile("prefetch.global.L2 [%0];\n" ::"l"(slab + off));
         }
     pdl_wait();  // x comes from the previous kernel; the ring's first weights are already on their way
-    // Unrolled by the ring's length, so that the ring's moves at the end become register renames.
+    auto unit = [&](int u, int buf) {  // the block's outputs 16·R·u ... 16·R·u + 16·R − 1
+        float acc[R][NT][4] = {};
+        // Unrolled by the ring's length, so that the ring's moves at the end become register renames.
 #pragma unroll RING_UNROLL
-    for (int kb = warp; kb < groups; kb += WARPS) {
-        const int ahead = kb + PF * WARPS;  // the block's warps read adjacent K blocks together
+        for (int kb = warp; kb < groups; kb += WARPS) {
+            load(PF, kb + PF * WARPS);  // the block's warps read adjacent K blocks together
+            uint32_t xb[NT][16];  // x of token g (of each n8 tile), paired like the weights
 #pragma unroll
-        for (int r = 0; r < R; ++r)
+            for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-            for (int h = 0; h < 2; ++h)
-                if (ahead < groups) wv[PF][r][h] = load_stream(wptr(r, h) + (size_t)ahead * WSTEP);
-        uint32_t xb[NT][16];  // x of token g (of each n8 tile), paired like the weights
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int4 v = has[nt] ? __ldg(reinterpret_cast<const int4*>(xr[nt] + kb * KB) + i) : make_int4(0, 0, 0, 0);
-                pair_x(reinterpret_cast<const uint32_t*>(&v), xb[nt] + 4 * i);
-            }
+                for (int i = 0; i < 4; ++i) {
+                    const int4 v = has[nt] ? __ldg(reinterpret_cast<const int4*>(xr[nt] + kb * KB) + i) : make_int4(0, 0, 0, 0);
+                    pair_x(reinterpret_cast<const uint32_t*>(&v), xb[nt] + 4 * i);
+                }
 #if GEMV_LOADS_ONLY  // experiment: the same loads, no conversion or mma (the load structure's own ceiling)
 #pragma unroll
-        for (int r = 0; r < R; ++r)
-            acc[r][0][0] += __int_as_float((wv[0][r][0].x ^ wv[0][r][1].w) & 0x3fffffff) + __uint_as_float(xb[0][0] & 0x3fffffff);
-        if (false)
+            for (int r = 0; r < R; ++r)
+                acc[r][0][0] += __int_as_float((wv[0][r][0].x ^ wv[0][r][1].w) & 0x3fffffff) + __uint_as_float(xb[0][0] & 0x3fffffff);
+            if (false)
 #endif
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-            uint32_t w[2][16];
-            float sc[2];
+            for (int r = 0; r < R; ++r) {
+                uint32_t w[2][16];
+                float sc[2];
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                dequant32<SYM>(wv[0][r][h], make_zero<SYM>(zeros, sidx(r, h, kb)), w[h]);
-                sc[h] = __half2float(scales[sidx(r, h, kb)]);
+                for (int h = 0; h < 2; ++h) {
+                    dequant32<SYM>(wv[0][r][h], make_zero<SYM>(zeros, sidx(r, h, kb)), w[h]);
+                    sc[h] = __half2float(scales[sidx(r, h, kb)]);
+                }
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {  // Σ (q − zero)·x over the K block, then × the rows' scales
+                    float blk[4] = {};
+                    mma_steps(blk, w[0], w[1], xb[nt]);
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[r][nt][e] += sc[e / 2] * blk[e];  // e/2: row g or g + 8
+                }
             }
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {  // Σ (q − zero)·x over the K block, then × the rows' scales
-                float blk[4] = {};
-                mma_steps(blk, w[0], w[1], xb[nt]);
+            for (int p = 0; p < PF; ++p)  // the ring moves on (register renames; no memory traffic)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) acc[r][nt][e] += sc[e / 2] * blk[e];  // e/2: row g or g + 8
-            }
+                for (int r = 0; r < R; ++r) wv[p][r][0] = wv[p + 1][r][0], wv[p][r][1] = wv[p + 1][r][1];
         }
-#pragma unroll
-        for (int p = 0; p < PF; ++p)  // the ring moves on (register renames; no memory traffic)
-#pragma unroll
-            for (int r = 0; r < R; ++r) wv[p][r][0] = wv[p + 1][r][0], wv[p][r][1] = wv[p + 1][r][1];
-    }
+        if (PERSIST && u + (int)gridDim.x < units) {  // the next unit's first loads fly while this unit's sum is made
+            start_unit(u + gridDim.x);
+            first_loads();
+        }
 
 #pragma unroll
-    for (int r = 0; r < R; ++r)
+        for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
+            for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) red[warp][r][nt][lane][e] = acc[r][nt][e];
-    __syncthreads();
-    // The warps' partial tiles: slot (r, nt, lane, e) is output n0 + 16r + lane/4 + 8·(e/2) of token
-    // m0 + 8nt + 2·(lane%4) + e%2.
-    for (int i = threadIdx.x; i < R * NT * 128; i += THREADS) {
-        const int r = i / (NT * 128), nt = (i / 128) % NT, l = (i / 4) % 32, e = i % 4;
-        float sum = 0.f;
+                for (int e = 0; e < 4; ++e) red[buf][warp][r][nt][lane][e] = acc[r][nt][e];
+        __syncthreads();
+        // The warps' partial tiles: slot (r, nt, lane, e) is output 16·R·u + 16r + lane/4 + 8·(e/2) of token
+        // m0 + 8nt + 2·(lane%4) + e%2.
+        for (int i = threadIdx.x; i < R * NT * 128; i += THREADS) {
+            const int r = i / (NT * 128), nt = (i / 128) % NT, l = (i / 4) % 32, e = i % 4;
+            float sum = 0.f;
 #pragma unroll
-        for (int w = 0; w < WARPS; ++w) sum += red[w][r][nt][l][e];
-        const int n = n0 + 16 * r + l / 4 + 8 * (e / 2), m = m0 + 8 * nt + 2 * (l % 4) + e % 2;
-        if (m < M && n < N) y[(size_t)m * N + n] = __float2half_rn(sum);
-    }
+            for (int w = 0; w < WARPS; ++w) sum += red[buf][w][r][nt][l][e];
+            const int n = u * 16 * R + 16 * r + l / 4 + 8 * (e / 2), m = m0 + 8 * nt + 2 * (l % 4) + e % 2;
+            if (m < M && n < N) y[(size_t)m * N + n] = __float2half_rn(sum);
+        }
+    };
+    if (!PERSIST) return unit(blockIdx.x, 0);
+    for (int u = blockIdx.x, buf = 0; u < units; u += gridDim.x, buf ^= 1) unit(u, buf);
 }
 
 template <bool SYM, int R, bool TILES>
 static void launch_gemv_r(const __half* x, const int32_t* Wq, const __half* scales, const uint8_t* zeros, __half* y,
                           int M, int N, int K, int sms, cudaStream_t stream) {
-    const dim3 grid((N + 16 * R - 1) / (16 * R), M <= 8 ? 1 : (M + 15) / 16);
+    dim3 grid((N + 16 * R - 1) / (16 * R), M <= 8 ? 1 : (M + 15) / 16);
     const bool prefetch = TILES && M > 8 && grid.x * grid.y <= 4u * sms;  // at most two waves of 2 blocks per SM
-    if (M <= 8) launch_pdl(gemv_kernel<SYM, R, 1, TILES>, grid, THREADS, 0, stream, x, Wq, scales, zeros, y, M, N, K, false);
-    else launch_pdl(gemv_kernel<SYM, R, 2, TILES>, grid, THREADS, 0, stream, x, Wq, scales, zeros, y, M, N, K, prefetch);
+    if (M <= 8) {
+        // On tiles, where the units outnumber the blocks that fit at once (N 14336, K 4096: 448 units of 32 outputs
+        // for 264 blocks): one generation of blocks, each computing every gridDim.x-th unit, with the next unit's
+        // first loads in flight while it sums a unit. 4-5% faster there; where one generation holds every unit,
+        // the same code was 0-2% slower than a block per unit (NOTES.md), so that launch stays.
+        constexpr bool P = GEMV_PERSIST && TILES;
+        static int fit = 0;
+        if (P && !fit) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, gemv_kernel<SYM, R, 1, TILES, P>, THREADS, 0);
+        if (P && fit > 0 && grid.x > (unsigned)(fit * sms)) {
+            grid.x = fit * sms;
+            launch_pdl(gemv_kernel<SYM, R, 1, TILES, P>, grid, THREADS, 0, stream, x, Wq, scales, zeros, y, M, N, K, false);
+        } else launch_pdl(gemv_kernel<SYM, R, 1, TILES>, grid, THREADS, 0, stream, x, Wq, scales, zeros, y, M, N, K, false);
+    } else launch_pdl(gemv_kernel<SYM, R, 2, TILES>, grid, THREADS, 0, stream, x, Wq, scales, zeros, y, M, N, K, prefetch);
 }
 
 template <bool SYM, bool TILES = false>
