@@ -54,7 +54,7 @@ if TILES:  # the sweep behind the tiled layout's launch rule (NOTES.md, lesson 0
                 "2 ahead, not unrolled": ["-DGEMV_PREFETCH=2", "-DGEMV_RING_UNROLL=0"], "4 warps": ["-DGEMV_WARPS=4"]}
     SHAPES = [(m, n, k) for n, k in ((8192, 8192), (14336, 4096), (4096, 14336), (4096, 4096)) for m in (1, 16)]
 PERSIST = TILES and "--persist" in sys.argv
-if PERSIST:  # one generation of looping blocks (shipped) against a block per unit, fifth session (NOTES.md)
+if PERSIST:  # one generation of looping blocks (shipped) against a block per unit (NOTES.md, lesson 07)
     VARIANTS = {"shipped": [], "a block per unit": ["-DGEMV_PERSIST=0"]}
     SHAPES = [(m, n, k) for n, k in ((8192, 8192), (14336, 4096), (28672, 4096), (4096, 14336)) for m in (1, 4)]
 if TILED:
