@@ -304,7 +304,9 @@ def nf4_markdown() -> str:
                    + f" | {row['speedup_vs_cublas']:.2f}×"
                    + (f" | {row['us'] / tile['us']:.2f}× | {tile['speedup_vs_cublas']:.2f}× | {_pct(tile):.1f}% |"
                       if tile else " |"))
-    out.append(f"\nµs, median; weights rotated past L2. Measured on {env_line(sec)}.")
+    out.append(f"\nµs, median; weights rotated past L2; the two NF4 GEMVs are the same arithmetic on the same bytes in two "
+               f"orders (on tiles at M ≤ 8, where a shape has more units of 16 outputs than blocks fit at once, one "
+               f"generation of blocks computes them all: lesson 08, section 5). Measured on {env_line(sec)}.")
     return "\n".join(out)
 
 

@@ -191,6 +191,25 @@ def test_w4a16_gemv_on_tiles_equals_row_major_bit_for_bit(symmetric):
         assert not a.isnan().any() and torch.equal(a, b), f"{shape}: {(a != b).sum().item()} outputs differ"
 
 
+@pytest.mark.gpu
+def test_nf4_gemv_on_tiles_equals_row_major_bit_for_bit():
+    """Lesson 08's GEMV on tiles changes only the addresses of the row-major one, so their outputs are equal bit for
+    bit; also where the tiles' launch keeps one generation of blocks that each compute several units (at M <= 8,
+    where the units of 16 outputs outnumber the blocks that fit: N 14336, 20008 and 9000 on an H100)."""
+    import torch
+    mod = build.load(8, "nf4", solution=True)
+    rows_op = problems.NF4Linear().bind(mod.gemv_nf4)
+    tiles = problems.NF4TilesLinear()
+    tiles_op = tiles.bind(mod.gemv_nf4_tiles)
+    for shape in ((1, 14336, 4096), (3, 20008, 1152), (8, 9000, 256), (12, 4200, 384)):
+        M, N, K = shape
+        x, w = tiles.make_inputs(shape, torch.Generator(device="cuda").manual_seed(N))
+        r = w.rows()
+        a = rows_op(x, r.packed.view(N, K // 2), r.absmax.view(N, K // 64), w.codebook)
+        b = tiles_op(x, w)
+        assert not a.isnan().any() and torch.equal(a, b), f"{shape}: {(a != b).sum().item()} outputs differ"
+
+
 @pytest.mark.parametrize("symmetric", [True, False])
 def test_w4a16_tiles_bind_rejects_bad_input(symmetric):
     """Lesson 07's tiled-layout problems take x and a quant.Int4Tiles of their own format; every wrong one is named

@@ -317,8 +317,9 @@ gemv_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const 
             if (m < M && n < N) y[(size_t)m * N + n] = __float2half_rn(sum);
         }
     };
-    if (!PERSIST) return unit(blockIdx.x, 0);
-    for (int u = blockIdx.x, buf = 0; u < units; u += gridDim.x, buf ^= 1) unit(u, buf);
+    if constexpr (!PERSIST) unit(blockIdx.x, 0);
+    else
+        for (int u = blockIdx.x, buf = 0; u < units; u += gridDim.x, buf ^= 1) unit(u, buf);
 }
 
 template <bool SYM, int R, bool TILES>

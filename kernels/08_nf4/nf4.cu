@@ -218,6 +218,9 @@ __global__ void __launch_bounds__(THREADS) dequant_pairs_kernel(const uint32_t* 
 #ifndef NF4_MIN_BLOCKS_1
 #define NF4_MIN_BLOCKS_1 3  // the 16 × 8 tile (76 registers): three blocks per SM (NOTES.md)
 #endif
+#ifndef NF4_LOAD_BRANCH
+#define NF4_LOAD_BRANCH 2  // how the K loop guards its weight loads: 0 each load predicated, 1 all under one branch,
+#endif                     // 2 one branch for the 16 × 8 tile on tiles only (the faster of the two each, NOTES.md)
 #ifndef NF4_SPREAD
 #define NF4_SPREAD 1  // 1: one copy of the pair table per bank (32 KB), so lanes never conflict; 0: one table
 #endif
@@ -250,7 +253,10 @@ __device__ __forceinline__ void lookup16(uint2 v, const uint32_t* pairs, uint32_
 // TILES: the bytes stored in 16-row tiles (quant.to_tiles): tile [K/128][16 rows][64 bytes], absmax tile [K/64][16
 // rows], so a warp's 1 KB per m16 tile and K item is one contiguous piece. Only the addresses change: same lanes,
 // same arithmetic, the same output bit for bit.
-template <int R, int NT, bool TILES = false>
+// PERSIST: the block computes units (16·R outputs) blockIdx.x, + gridDim.x, ... (lesson 07's GEMV on tiles does the
+// same): it fills its 32 KB table once for all of them, and each unit's partial tiles go to the other buffer than
+// the last unit's, whose sum may still be reading it, so one barrier per unit.
+template <int R, int NT, bool TILES = false, bool PERSIST = false>
 // Blocks per SM: the 32 × 16 tile 1 (no spills), the 16 × 8 tile NF4_MIN_BLOCKS_1, the others NF4_MIN_BLOCKS.
 __global__ void __launch_bounds__(NTHREADS, R * NT == 4 ? 1 : R * NT == 1 ? NF4_MIN_BLOCKS_1 : NF4_MIN_BLOCKS)
 gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, const float* __restrict__ absmax,
@@ -271,9 +277,9 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
 #else
     const uint32_t* pairs = table;
 #endif
-    __shared__ float red[NWARPS][R][NT][32][4];
+    __shared__ float red[PERSIST ? 2 : 1][NWARPS][R][NT][32][4];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int n0 = blockIdx.x * 16 * R, m0 = blockIdx.y * 8 * NT, items = K / 128, blocks = K / 64;
+    const int m0 = blockIdx.y * 8 * NT, items = K / 128, blocks = K / 64, units = (N + 16 * R - 1) / (16 * R);
     bool has[NT];
     const __half* xr[NT];
 #pragma unroll
@@ -281,108 +287,126 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
         has[nt] = m0 + 8 * nt + g < M;
         xr[nt] = x + (size_t)(has[nt] ? m0 + 8 * nt + g : 0) * K + 16 * t;
     }
+    // Where the lane's rows of unit u start (K item 0): bytes, absmax values. A row past N re-reads row N-1 (tiles:
+    // a zero row); its outputs are not stored.
     const uint8_t* wrow[R][2];
     const float* arow[R][2];
+    auto start_unit = [&](int u) {
 #pragma unroll
-    for (int r = 0; r < R; ++r)
+        for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {  // a row past N re-reads row N-1 (tiles: a zero row); its outputs are not stored
-            const int n = min(n0 + 16 * r + 8 * h + g, N - 1);
-            const size_t tile = min((int)blockIdx.x * R + r, (N - 1) / 16);
-            wrow[r][h] = TILES ? Wq + (tile * items * 16 + g) * 64 + 8 * t : Wq + (size_t)n * (K / 2) + 8 * t;
-            arow[r][h] = TILES ? absmax + tile * blocks * 16 + g : absmax + (size_t)n * blocks;
-        }
+            for (int h = 0; h < 2; ++h) {
+                const int n = min(u * 16 * R + 16 * r + 8 * h + g, N - 1);
+                const size_t tile = min(u * R + r, (N - 1) / 16);
+                wrow[r][h] = TILES ? Wq + (tile * items * 16 + g) * 64 + 8 * t : Wq + (size_t)n * (K / 2) + 8 * t;
+                arow[r][h] = TILES ? absmax + tile * blocks * 16 + g : absmax + (size_t)n * blocks;
+            }
+    };
+    start_unit(blockIdx.x);
     // From one K item to the next: bytes of a row, absmax values. On tiles, row g + 8 is 512 bytes and 8 values
     // after row g: offsets in the load instructions.
     constexpr int WSTEP = TILES ? 16 * 64 : 64, ASTEP = TILES ? 16 : 1;
-    float acc[R][NT][4] = {};
     uint2 wv[2][R][2][2];  // [ring][r][row h][block half]: this item and the next, 8 bytes each
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int q = 0; q < 2; ++q)
-                if (warp < items) wv[0][r][h][q] = load_stream8(TILES ? wrow[r][0] + 512 * h + warp * WSTEP + 32 * q : wrow[r][h] + warp * 64 + 32 * q);
-    pdl_wait();  // x comes from the previous kernel; the table is built and the first weights are on their way
-    // Unrolled twice so that the ring's moves become register renames; not on tiles with 32 outputs × 8 tokens,
-    // where the unrolled loop spills at 128 registers.
-    constexpr int UNROLL = TILES && R * NT == 2 ? 1 : 2;
-#pragma unroll UNROLL
-    for (int it = warp; it < items; it += NWARPS) {
-        const int ahead = it + NWARPS;
+    // Whether one `if` guards all of an item's loads or each load has its own changes only ptxas's schedule of the
+    // loop, but that was 10% faster with one `if` for the 16 × 8 tile on tiles (N 4096, K 14336: 16.9 → 15.1 µs) and
+    // up to 16% faster with one per load for the other tiles and on bitsandbytes' layout (NOTES.md).
+    constexpr bool ONE_BRANCH = NF4_LOAD_BRANCH == 1 || (NF4_LOAD_BRANCH == 2 && TILES && R * NT == 1);
+    auto load = [&](int slot, int it) {
+        if (ONE_BRANCH && it >= items) return;
 #pragma unroll
         for (int r = 0; r < R; ++r)
 #pragma unroll
             for (int h = 0; h < 2; ++h)
 #pragma unroll
                 for (int q = 0; q < 2; ++q)
-                    if (ahead < items) wv[1][r][h][q] = load_stream8(TILES ? wrow[r][0] + 512 * h + ahead * WSTEP + 32 * q : wrow[r][h] + ahead * 64 + 32 * q);
-        uint32_t xb[NT][2][8];  // x of token g at the lane's 16 weights of each block, in order
+                    if (ONE_BRANCH || it < items) wv[slot][r][h][q] = load_stream8(TILES ? wrow[r][0] + 512 * h + it * WSTEP + 32 * q : wrow[r][h] + it * 64 + 32 * q);
+    };
+    load(0, warp);
+    pdl_wait();  // x comes from the previous kernel; the table is built and the first weights are on their way
+    auto unit = [&](int u, int buf) {  // the block's outputs 16·R·u ... 16·R·u + 16·R − 1
+        float acc[R][NT][4] = {};
+        // Unrolled twice so that the ring's moves become register renames; not on tiles with 32 outputs × 8
+        // tokens, where the unrolled loop spills at 128 registers.
+        constexpr int UNROLL = TILES && R * NT == 2 ? 1 : 2;
+#pragma unroll UNROLL
+        for (int it = warp; it < items; it += NWARPS) {
+            load(1, it + NWARPS);
+            uint32_t xb[NT][2][8];  // x of token g at the lane's 16 weights of each block, in order
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
+            for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-            for (int q = 0; q < 2; ++q)
+                for (int q = 0; q < 2; ++q)
 #pragma unroll
-                for (int i = 0; i < 2; ++i) {
-                    const int4 v = has[nt] ? __ldg(reinterpret_cast<const int4*>(xr[nt] + it * 128 + 64 * q) + i) : make_int4(0, 0, 0, 0);
-                    xb[nt][q][4 * i] = v.x; xb[nt][q][4 * i + 1] = v.y; xb[nt][q][4 * i + 2] = v.z; xb[nt][q][4 * i + 3] = v.w;
-                }
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-#pragma unroll
-            for (int q = 0; q < 2; ++q) {
-                uint32_t lo[8], hi[8];
-                lookup16(wv[0][r][0][q], pairs, lo);
-                lookup16(wv[0][r][1][q], pairs, hi);
-                const float s_lo = __ldg(TILES ? arow[r][0] + (2 * it + q) * ASTEP : arow[r][0] + 2 * it + q),
-                            s_hi = __ldg(TILES ? arow[r][0] + 8 + (2 * it + q) * ASTEP : arow[r][1] + 2 * it + q);
-#pragma unroll
-                for (int nt = 0; nt < NT; ++nt) {
-                    float blk[4] = {};
-#pragma unroll
-                    for (int j = 0; j < 4; ++j) {
-                        const uint32_t a[4] = {lo[2 * j], hi[2 * j], lo[2 * j + 1], hi[2 * j + 1]};
-                        mma16816(blk, a, xb[nt][q][2 * j], xb[nt][q][2 * j + 1]);
+                    for (int i = 0; i < 2; ++i) {
+                        const int4 v = has[nt] ? __ldg(reinterpret_cast<const int4*>(xr[nt] + it * 128 + 64 * q) + i) : make_int4(0, 0, 0, 0);
+                        xb[nt][q][4 * i] = v.x; xb[nt][q][4 * i + 1] = v.y; xb[nt][q][4 * i + 2] = v.z; xb[nt][q][4 * i + 3] = v.w;
                     }
-                    acc[r][nt][0] += s_lo * blk[0], acc[r][nt][1] += s_lo * blk[1];
-                    acc[r][nt][2] += s_hi * blk[2], acc[r][nt][3] += s_hi * blk[3];
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+#pragma unroll
+                for (int q = 0; q < 2; ++q) {
+                    uint32_t lo[8], hi[8];
+                    lookup16(wv[0][r][0][q], pairs, lo);
+                    lookup16(wv[0][r][1][q], pairs, hi);
+                    const float s_lo = __ldg(TILES ? arow[r][0] + (2 * it + q) * ASTEP : arow[r][0] + 2 * it + q),
+                                s_hi = __ldg(TILES ? arow[r][0] + 8 + (2 * it + q) * ASTEP : arow[r][1] + 2 * it + q);
+#pragma unroll
+                    for (int nt = 0; nt < NT; ++nt) {
+                        float blk[4] = {};
+#pragma unroll
+                        for (int j = 0; j < 4; ++j) {
+                            const uint32_t a[4] = {lo[2 * j], hi[2 * j], lo[2 * j + 1], hi[2 * j + 1]};
+                            mma16816(blk, a, xb[nt][q][2 * j], xb[nt][q][2 * j + 1]);
+                        }
+                        acc[r][nt][0] += s_lo * blk[0], acc[r][nt][1] += s_lo * blk[1];
+                        acc[r][nt][2] += s_hi * blk[2], acc[r][nt][3] += s_hi * blk[3];
+                    }
                 }
-            }
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) wv[0][r][h][0] = wv[1][r][h][0], wv[0][r][h][1] = wv[1][r][h][1];
+        }
+        if (PERSIST && u + (int)gridDim.x < units) {  // the next unit's first loads fly while this unit's sum is made
+            start_unit(u + gridDim.x);
+            load(0, warp);
+        }
 #pragma unroll
         for (int r = 0; r < R; ++r)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) wv[0][r][h][0] = wv[1][r][h][0], wv[0][r][h][1] = wv[1][r][h][1];
-    }
+            for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-    for (int r = 0; r < R; ++r)
+                for (int e = 0; e < 4; ++e) red[buf][warp][r][nt][lane][e] = acc[r][nt][e];
+        __syncthreads();
+        for (int i = threadIdx.x; i < R * NT * 128; i += NTHREADS) {  // slot (r, nt, lane, e), as in lesson 07
+            const int r = i / (NT * 128), nt = (i / 128) % NT, l = (i / 4) % 32, e = i % 4;
+            float sum = 0.f;
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) red[warp][r][nt][lane][e] = acc[r][nt][e];
-    __syncthreads();
-    for (int i = threadIdx.x; i < R * NT * 128; i += NTHREADS) {  // slot (r, nt, lane, e), as in lesson 07
-        const int r = i / (NT * 128), nt = (i / 128) % NT, l = (i / 4) % 32, e = i % 4;
-        float sum = 0.f;
-#pragma unroll
-        for (int w = 0; w < NWARPS; ++w) sum += red[w][r][nt][l][e];
-        const int n = n0 + 16 * r + l / 4 + 8 * (e / 2), m = m0 + 8 * nt + 2 * (l % 4) + e % 2;
-        if (m < M && n < N) y[(size_t)m * N + n] = __float2half_rn(sum);
-    }
+            for (int w = 0; w < NWARPS; ++w) sum += red[buf][w][r][nt][l][e];
+            const int n = u * 16 * R + 16 * r + l / 4 + 8 * (e / 2), m = m0 + 8 * nt + 2 * (l % 4) + e % 2;
+            if (m < M && n < N) y[(size_t)m * N + n] = __float2half_rn(sum);
+        }
+    };
+    if constexpr (!PERSIST) unit(blockIdx.x, 0);
+    else
+        for (int u = blockIdx.x, buf = 0; u < units; u += gridDim.x, buf ^= 1) unit(u, buf);
 }
 
 #ifndef NF4_PDL_SPREAD
 #define NF4_PDL_SPREAD 1  // 0: no extra shared-memory request under PDL (the comparison in NOTES.md)
 #endif
+#ifndef NF4_PERSIST
+#define NF4_PERSIST 1  // on tiles at M <= 8, where the units outnumber the blocks that fit: one generation of
+#endif                 // blocks, each looping over units (0: a block per unit everywhere)
 // Under PDL the blocks start while the kernel before still holds part of each SM, and fill the SMs with room first:
 // three 16 × 8 blocks on some SMs where the grid has two per SM, and the kernel runs at the pace of its most crowded
 // SMs. Asking for shared memory that fits only the grid's share keeps them spread (as in lessons 06 and 10; the
 // decode step at batch 1 and 4: 4% faster, NOTES.md).
-template <int R, int NT, bool TILES = false>
-static void launch_nf4(const __half* x, const uint8_t* Wq, const float* absmax, const float* cb, __half* y, int M, int N,
-                       int K, cudaStream_t stream) {
+template <int R, int NT, bool TILES, bool PERSIST>
+static void launch_nf4_kernel(dim3 grid, const __half* x, const uint8_t* Wq, const float* absmax, const float* cb,
+                              __half* y, int M, int N, int K, cudaStream_t stream) {
     constexpr int SMEM = NF4_SPREAD ? 256 * 32 * 4 : 0;
-    const auto kernel = gemv_nf4_kernel<R, NT, TILES>;
+    const auto kernel = gemv_nf4_kernel<R, NT, TILES, PERSIST>;
     static int sms = 0, sm_smem = 0, fit = 0;
     if (!sms) {
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
@@ -391,10 +415,28 @@ static void launch_nf4(const __half* x, const uint8_t* Wq, const float* absmax, 
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, NTHREADS, SMEM);
     }
-    const dim3 grid((N + 16 * R - 1) / (16 * R), (M + 8 * NT - 1) / (8 * NT));
     const int share = (grid.x * grid.y + sms - 1) / sms;
     const size_t spread = g_pdl && NF4_PDL_SPREAD && share < fit ? sm_smem / (share + 1) + 1 : 0;  // share + 1 do not fit
     launch_pdl(kernel, grid, NTHREADS, spread > SMEM ? spread : SMEM, stream, x, Wq, absmax, cb, y, M, N, K);
+}
+
+template <int R, int NT, bool TILES = false>
+static void launch_nf4(const __half* x, const uint8_t* Wq, const float* absmax, const float* cb, __half* y, int M, int N,
+                       int K, cudaStream_t stream) {
+    const dim3 grid((N + 16 * R - 1) / (16 * R), (M + 8 * NT - 1) / (8 * NT));
+    // On tiles at M <= 8, where the units outnumber the blocks that fit at once (N 14336, K 4096: 896 units of 16
+    // outputs for 396 blocks): one generation of blocks, each filling its table once and computing every
+    // gridDim.x-th unit, the next unit's first loads in flight while it sums a unit (lesson 07's rule, NOTES.md).
+    constexpr bool P = NF4_PERSIST && TILES && NT == 1;
+    static int sms = 0, fit = 0;
+    if (P && !sms) {
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, gemv_nf4_kernel<R, NT, TILES, P>, NTHREADS,
+                                                      NF4_SPREAD ? 256 * 32 * 4 : 0);
+    }
+    if (P && fit > 0 && grid.x > (unsigned)(fit * sms))
+        launch_nf4_kernel<R, NT, TILES, P>(dim3(fit * sms), x, Wq, absmax, cb, y, M, N, K, stream);
+    else launch_nf4_kernel<R, NT, TILES, false>(grid, x, Wq, absmax, cb, y, M, N, K, stream);
 }
 
 static bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
