@@ -250,16 +250,16 @@ __device__ __forceinline__ uint2 load_stream8(const void* p) {  // read once: sk
     return v;
 }
 
-// 8 packed bytes → 8 words of (value, value) pairs through the table (unscaled codebook values).
-__device__ __forceinline__ void lookup16(uint2 v, const uint32_t* pairs, uint32_t (&w)[8]) {
+// 8 packed bytes → 8 words of (value, value) pairs through the table (unscaled codebook values). `col` is the
+// shared-memory address of this lane's column of the table (entry b at col + 128·b; one table: entry b at col + 4·b).
+// Written as `pairs[byte * 32 + lane]`, the compiler rebuilt every address from the byte and the lane: four
+// instructions per lookup where an extract and one multiply-add suffice (NOTES.md).
+__device__ __forceinline__ void lookup16(uint2 v, uint32_t col, uint32_t (&w)[8]) {
+    constexpr uint32_t STRIDE = NF4_SPREAD ? 32 * 4 : 4;
 #pragma unroll
     for (int b = 0; b < 8; ++b) {
         const uint32_t byte = __byte_perm(b < 4 ? v.x : v.y, 0u, 0x4440u | (b % 4));
-#if NF4_SPREAD
-        w[b] = pairs[byte * 32 + threadIdx.x % 32];
-#else
-        w[b] = pairs[byte];
-#endif
+        asm("ld.shared.u32 %0, [%1];\n" : "=r"(w[b]) : "r"(col + byte * STRIDE));  // the table is built: no ordering needed
     }
 }
 
@@ -290,6 +290,7 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
 #else
     const uint32_t* pairs = table;
 #endif
+    const uint32_t col = (uint32_t)__cvta_generic_to_shared(pairs) + (NF4_SPREAD ? threadIdx.x % 32 * 4 : 0);
     __shared__ float red[PERSIST ? 2 : 1][NWARPS][R][NT][32][4];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int m0 = blockIdx.y * 8 * NT, items = K / 128, blocks = K / 64, units = (N + 16 * R - 1) / (16 * R);
@@ -321,8 +322,9 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
     constexpr int WSTEP = TILES ? 16 * 64 : 64, ASTEP = TILES ? 16 : 1;
     uint2 wv[2][R][2][2];  // [ring][r][row h][block half]: this item and the next, 8 bytes each
     // Whether one `if` guards all of an item's loads or each load has its own changes only ptxas's schedule of the
-    // loop, but that was 10% faster with one `if` for the 16 × 8 tile on tiles (N 4096, K 14336: 16.9 → 15.1 µs) and
-    // up to 16% faster with one per load for the other tiles and on bitsandbytes' layout (NOTES.md).
+    // loop, but with five-instruction lookups that was 10% faster with one `if` for the 16 × 8 tile on tiles (N 4096,
+    // K 14336: 16.9 → 15.1 µs; now within 1%) and is up to 16% faster with one per load on bitsandbytes' layout
+    // (NOTES.md).
     constexpr bool ONE_BRANCH = NF4_LOAD_BRANCH == 1 || (NF4_LOAD_BRANCH == 2 && TILES && R * NT == 1);
     auto load = [&](int slot, int it) {
         if (ONE_BRANCH && it >= items) return;
@@ -359,8 +361,8 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
 #pragma unroll
                 for (int q = 0; q < 2; ++q) {
                     uint32_t lo[8], hi[8];
-                    lookup16(wv[0][r][0][q], pairs, lo);
-                    lookup16(wv[0][r][1][q], pairs, hi);
+                    lookup16(wv[0][r][0][q], col, lo);
+                    lookup16(wv[0][r][1][q], col, hi);
                     const float s_lo = __ldg(TILES ? arow[r][0] + (2 * it + q) * ASTEP : arow[r][0] + 2 * it + q),
                                 s_hi = __ldg(TILES ? arow[r][0] + 8 + (2 * it + q) * ASTEP : arow[r][1] + 2 * it + q);
 #pragma unroll
