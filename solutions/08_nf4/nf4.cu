@@ -253,13 +253,14 @@ __device__ __forceinline__ uint2 load_stream8(const void* p) {  // read once: sk
 // 8 packed bytes → 8 words of (value, value) pairs through the table (unscaled codebook values). `col` is the
 // shared-memory address of this lane's column of the table (entry b at col + 128·b; one table: entry b at col + 4·b).
 // Written as `pairs[byte * 32 + lane]`, the compiler rebuilt every address from the byte and the lane: four
-// instructions per lookup where an extract and one multiply-add suffice (NOTES.md).
+// instructions before each load where an extract and one multiply-add suffice (NOTES.md).
 __device__ __forceinline__ void lookup16(uint2 v, uint32_t col, uint32_t (&w)[8]) {
     constexpr uint32_t STRIDE = NF4_SPREAD ? 32 * 4 : 4;
 #pragma unroll
     for (int b = 0; b < 8; ++b) {
         const uint32_t byte = __byte_perm(b < 4 ? v.x : v.y, 0u, 0x4440u | (b % 4));
-        asm("ld.shared.u32 %0, [%1];\n" : "=r"(w[b]) : "r"(col + byte * STRIDE));  // the table is built: no ordering needed
+        // Not volatile, no memory clobber: the table is complete before the loads that give the bytes are issued.
+        asm("ld.shared.u32 %0, [%1];\n" : "=r"(w[b]) : "r"(col + byte * STRIDE));
     }
 }
 
