@@ -342,14 +342,21 @@ def to_fragments(qw: Int4Weight) -> Int4Fragments:
 def nf4_codebook(offset: float = 0.9677083) -> torch.Tensor:
     """The 16 NF4 values, built as in Dettmers et al., QLoRA (2023), section 3 and bitsandbytes'
     create_normal_map: 8 positive and 7 negative quantiles of N(0, 1), an exact zero, normalised to
-    [-1, 1]. `offset` is the outermost quantile bitsandbytes uses."""
+    [-1, 1]. `offset` is the outermost quantile bitsandbytes uses. Within one float32 step of NF4 below."""
     pos = torch.special.ndtri(torch.linspace(offset, 0.5, 9, dtype=torch.float64)[:-1])
     neg = -torch.special.ndtri(torch.linspace(offset, 0.5, 8, dtype=torch.float64)[:-1])
     v = torch.cat([pos, torch.zeros(1, dtype=torch.float64), neg]).sort().values
     return (v / v.abs().max()).float()
 
 
-NF4 = nf4_codebook()
+# The table bitsandbytes stores (functional.py, get_4bit_type("nf4"); the QLoRA paper's values), which its kernels
+# decode with. nf4_codebook() computes the same quantiles, but 10 of its 16 float32 values differ from these by 1 to 6
+# float32 steps, enough to change the FP16 result of about one weight in 1,600. Using the stored table makes the course's
+# NF4 bitsandbytes' to the bit (tests/test_bnb.py compares bytes and dequantized values with the library itself).
+NF4 = torch.tensor([-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,
+                    -0.18477343022823334, -0.09105003625154495, 0.0, 0.07958029955625534, 0.16093020141124725,
+                    0.24611230194568634, 0.33791524171829224, 0.44070982933044434, 0.5626170039176941,
+                    0.7229568362236023, 1.0], dtype=torch.float32)
 
 
 @dataclass
@@ -373,11 +380,12 @@ class NF4Weight:
 def quantize_nf4(W: torch.Tensor, block: int = 64) -> NF4Weight:
     """NF4 with one absmax per `block` consecutive weights (of the flattened row-major W, as bitsandbytes
     does; with K a multiple of `block` a block never crosses a row): index = the nearest codebook value
-    to w / absmax."""
+    to w / absmax, computed as bitsandbytes does (w times 1 / absmax, clamped to [-1, 1]), so that a weight on a
+    decision boundary gets bitsandbytes' index too."""
     _check_weight(W, block, "quantize_nf4")
     b = W.float().reshape(-1, block)
     absmax = b.abs().amax(dim=-1)
-    x = b / absmax.clamp_min(torch.finfo(torch.float32).tiny)[:, None]
+    x = (b * (1.0 / absmax.clamp_min(1e-38))[:, None]).clamp(-1, 1)
     cb = NF4.to(W.device)
     mid = (cb[1:] + cb[:-1]) / 2  # decision boundaries between neighbouring codebook values
     idx = torch.bucketize(x.reshape(-1), mid).to(torch.uint8)

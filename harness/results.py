@@ -276,6 +276,7 @@ def w4a16_tiles_markdown(section: str = "table") -> str:
 
 
 NF4_TILES_OP = "(08) fused NF4 GEMV, 16-row tiles"
+BNB_DEQUANT_OP, BNB_LINEAR_OP = "bitsandbytes dequantize_4bit", "bitsandbytes matmul_4bit"  # harness.bnb's rows
 
 
 def nf4_markdown() -> str:
@@ -285,28 +286,38 @@ def nf4_markdown() -> str:
     sec = load(8, "dequant", prefer_local=False)
     ops = list(dict.fromkeys(r["op"] for r in sec["rows"]))
     short = lambda op: op.replace("08 NF4 dequantize, ", "")
-    out += ["| N × K | " + " | ".join(short(o) for o in ops) + " |", "|---|" + "---:|" * len(ops)]
+    smem, vs = "08 NF4 dequantize, codebook in shared memory", BNB_DEQUANT_OP in ops  # bitsandbytes: recorded since 11-23
+    out += ["| N × K | " + " | ".join(short(o) for o in ops) + " |" + (" shared memory vs bitsandbytes |" if vs else ""),
+            "|---|" + "---:|" * (len(ops) + vs)]
     for shape in dict.fromkeys(tuple(r["shape"]) for r in sec["rows"]):
         cells = {r["op"]: r for r in sec["rows"] if tuple(r["shape"]) == shape}
         out.append(f"| {shape[0]} × {shape[1]} | " + " | ".join(
-            f"{cells[o]['us']:,.1f} ({_pct(cells[o]):.0f}%)" for o in ops) + " |")
-    out.append(f"\nNF4 → FP16, µs (% of copy bandwidth); packed input rotated past L2. Measured on {env_line(sec)}.\n")
+            f"{cells[o]['us']:,.1f} ({_pct(cells[o]):.0f}%)" for o in ops) + " |"
+            + (f" {cells[BNB_DEQUANT_OP]['us'] / cells[smem]['us']:.2f}× |" if vs else ""))
+    out.append(f"\nNF4 → FP16, µs (% of copy bandwidth); packed input rotated past L2"
+               + ("; bitsandbytes' kernel on the same bytes" if vs else "") + f". Measured on {env_line(sec)}.\n")
     sec = load(8, "gemv", prefer_local=False)
     ops = list(dict.fromkeys(r["op"] for r in sec["rows"]))
     tiles = NF4_TILES_OP in ops  # recorded since the tiled layout was added
-    extra = " | tiles vs row-major | tiles vs cuBLAS FP16 | tiles % copy bw |" if tiles else " |"
+    vs = tiles and BNB_LINEAR_OP in ops
+    extra = (" | tiles vs row-major | tiles vs cuBLAS FP16 | tiles % copy bw |" if tiles else " |") + (
+        " tiles vs bitsandbytes |" if vs else "")
     out += ["| K × N | M | " + " | ".join(ops) + " | NF4 vs cuBLAS FP16" + extra,
-            "|---|---:|" + "---:|" * (len(ops) + 1 + 3 * tiles)]
+            "|---|---:|" + "---:|" * (len(ops) + 1 + 3 * tiles + vs)]
     for shape in dict.fromkeys(tuple(r["shape"]) for r in sec["rows"]):
         cells = {r["op"]: r for r in sec["rows"] if tuple(r["shape"]) == shape}
         row, tile = cells["(08) fused NF4 GEMV"], cells.get(NF4_TILES_OP)
         out.append(f"| {shape[2]} × {shape[1]} | {shape[0]} | " + " | ".join(f"{cells[o]['us']:,.1f}" for o in ops)
                    + f" | {row['speedup_vs_cublas']:.2f}×"
                    + (f" | {row['us'] / tile['us']:.2f}× | {tile['speedup_vs_cublas']:.2f}× | {_pct(tile):.1f}% |"
-                      if tile else " |"))
+                      if tile else " |")
+                   + (f" {cells[BNB_LINEAR_OP]['us'] / tile['us']:.2f}× |" if vs else ""))
     out.append(f"\nµs, median; weights rotated past L2; the two NF4 GEMVs are the same arithmetic on the same bytes in two "
                f"orders (on tiles at M ≤ 8, where a shape has more units of 16 outputs than blocks fit at once, one "
-               f"generation of blocks computes them all: lesson 08, section 5). Measured on {env_line(sec)}.")
+               f"generation of blocks computes them all: lesson 08, section 5)"
+               + ("; bitsandbytes' matmul_4bit runs the kernel the library picks for the shape and GPU (here a SIMT GEMV "
+                  "at M ≤ 4, except an mma kernel at M = 4 on N 14336; an mma kernel or dequantize + cuBLAS at M = 16)"
+                  if vs else "") + f". Measured on {env_line(sec)}.")
     return "\n".join(out)
 
 
@@ -316,7 +327,8 @@ GRAPH_ROUTES = {
     6: ("table", W8A16_TILES_OP, {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS": "(b) unfused cuBLAS"}),
     7: ("table", W4A16_TILES_OP, {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS": "dequantize + cuBLAS",
                                   "tinygemm": "tinygemm (_weight_int4pack_mm, bf16)", "Marlin": "Marlin"}),
-    8: ("gemv", NF4_TILES_OP, {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS": "dequantize NF4 + cuBLAS"}),
+    8: ("gemv", NF4_TILES_OP, {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS": "dequantize NF4 + cuBLAS",
+                               "bitsandbytes": BNB_LINEAR_OP}),
 }
 GRAPH_KERNELS = {6: "06 W8A16", 7: "07 W4A16", 8: "08 NF4"}
 

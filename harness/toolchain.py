@@ -243,6 +243,9 @@ def report() -> str:
     from . import marlin  # the baseline of lessons 07 and 10 (its source comes from a package, not from the course)
     why = marlin.unavailable()
     lines.append(f"Marlin (baseline): {'source in ' + str(marlin.kernel_dir()) if why is None else 'unavailable: ' + why}")
+    from . import bnb  # lesson 08's baseline (checked without importing the library, which takes seconds)
+    why = bnb.unavailable()
+    lines.append(f"bitsandbytes (baseline): {bnb.VERSION if why is None else 'unavailable: ' + why}")
     return "\n".join(lines)
 
 

@@ -66,13 +66,13 @@ def test_asymmetric_int4_beats_symmetric_on_one_sided_groups():
     assert asym < 0.6 * sym
 
 
-def test_nf4_codebook_matches_bitsandbytes():
-    # bitsandbytes' NF4 table (functional.py, get_4bit_type("nf4")), the values of the QLoRA paper
-    published = [-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,
-                 -0.18477343022823334, -0.09105003625154495, 0.0, 0.07958029955625534, 0.16093020141124725,
-                 0.24611230194568634, 0.33791524171829224, 0.44070982933044434, 0.5626170039176941,
-                 0.7229568362236023, 1.0]
-    assert torch.allclose(quant.NF4.double(), torch.tensor(published, dtype=torch.float64), atol=1e-6)
+def test_nf4_codebook_derivation_matches_the_table():
+    # The quantiles computed from QLoRA's definition (nf4_codebook) against the table bitsandbytes stores and the course
+    # decodes with (quant.NF4; tests/test_bnb.py checks it equals the library's): 1 to 6 float32 steps apart on ten of
+    # the 16 values, equal on the other six.
+    steps = (quant.nf4_codebook().view(torch.int32) - quant.NF4.view(torch.int32)).abs()
+    assert int(steps.max()) <= 8 and int((steps == 0).sum()) >= 6, steps.tolist()
+    assert quant.NF4[7] == 0 and quant.NF4[0] == -1 and quant.NF4[15] == 1
 
 
 def test_nf4_round_trip_and_layout():

@@ -1,15 +1,16 @@
 """Lesson 08 measurements, inputs rotated past L2: the NF4 dequantize kernels (codebook in global memory, decision
-tree, shared memory, registers with shuffles, a table of pairs) against PyTorch's lookup (harness.quant) and the
-copy bandwidth; then the fused NF4 GEMV (on bitsandbytes' row-major bytes, and on the same bytes in 16-row tiles,
-repacked before timing) against cuBLAS FP16, dequantize + cuBLAS and lesson 07's W4A16 GEMV, each call timed on its
-own and replayed from a CUDA graph (bench.graph_fn, column graph_us: a decode step as a serving engine runs it). With
---record the rows go to results/08.json, sections "dequant" and "gemv" (COURSE_RECORD=1 for the shipped file).
+tree, shared memory, registers with shuffles, a table of pairs) against PyTorch's lookup (harness.quant), bitsandbytes'
+own kernel (harness.bnb, on the same bytes) and the copy bandwidth; then the fused NF4 GEMV (on bitsandbytes' row-major
+bytes, and on the same bytes in 16-row tiles, repacked before timing) against cuBLAS FP16, dequantize + cuBLAS,
+bitsandbytes' matmul_4bit and lesson 07's W4A16 GEMV, each call timed on its own and replayed from a CUDA graph
+(bench.graph_fn, column graph_us: a decode step as a serving engine runs it). With --record the rows go to
+results/08.json, sections "dequant" and "gemv" (COURSE_RECORD=1 for the shipped file).
 
     python tools/bench_nf4.py [--exercises] [--record]
 """
 import argparse
 
-from harness import bench, build, catalog, quant, results, roofline
+from harness import bench, bnb, build, catalog, quant, results, roofline
 
 SHAPES = [(4096, 4096), (14336, 4096), (8192, 8192)]  # N × K
 
@@ -29,13 +30,19 @@ def main():
         return quant.NF4Weight(packed.reshape(-1), absmax.reshape(-1), (N, K), prob.block).dequantize().half()
 
     bw = roofline.ceilings()["copy_GBps"]
+    no_bnb = bnb.unavailable()
+    if no_bnb:
+        print(f"bitsandbytes is not timed: {no_bnb}")
     rows = []
     for shape in SHAPES:
         # the packed input is 0.56 of the 2.56 bytes per weight bytes() counts: rotate enough of it past L2
         sets = bench.input_sets(prob, shape, l2_multiple=14)
         timed = {"PyTorch (harness.quant)": bench.time_fn(torch_nf4, sets, reps=50)}
         timed.update({name: bench.time_fn(op, sets, reps=50) for name, op in ops.items()})
+        if not no_bnb:
+            timed[bnb.DEQUANT_OP] = bench.time_fn(bnb.dequant_op, sets, reps=50)
         base = timed["08 NF4 dequantize, codebook in global memory"].median_us
+        vs_bnb = timed.get(bnb.DEQUANT_OP)
         print(f"\nN={shape[0]} K={shape[1]}: {prob.bytes(shape) / 1e6:.1f} MB, floor {prob.bytes(shape) / bw / 1e3:.1f} µs")
         for name, t in timed.items():
             rows.append(dict(op=name, shape=list(shape), desc=prob.describe(shape), us=round(t.median_us, 2),
@@ -43,8 +50,10 @@ def main():
                              pct_copy_bw=round(100 * prob.bytes(shape) / bw / 1e3 / t.median_us, 1),
                              speedup_vs_global=round(base / t.median_us, 2)))
             r = rows[-1]
+            if vs_bnb:
+                r["speedup_vs_bnb"] = round(vs_bnb.median_us / t.median_us, 2)
             print(f"  {name:<52} {r['us']:>8.1f} µs {r['gbs']:>7,.0f} GB/s {r['pct_copy_bw']:>6.1f}% of copy bw "
-                  f"{r['speedup_vs_global']:>5.2f}× vs global")
+                  f"{r['speedup_vs_global']:>5.2f}× vs global" + (f" {r['speedup_vs_bnb']:>5.2f}× vs bitsandbytes" if vs_bnb else ""))
     if a.record:
         results.record(8, "dequant", rows)
 
@@ -67,7 +76,10 @@ def main():
                      "(08) fused NF4 GEMV": tf(fused, sets),
                      results.NF4_TILES_OP: tf(lambda x, q, am, cb: fused_tiles(x, tw[id(q)]), sets),
                      "(07) fused W4A16 (INT4 weights)": tf(w4, bench.input_sets(p4, s))}
+            if not no_bnb:
+                timed[bnb.LINEAR_OP] = tf(bnb.linear_op, sets)
             base = timed["cuBLAS FP16 (FP16 weights)"].median_us
+            vs_bnb = timed.get(bnb.LINEAR_OP)
             print(f"\nM={M} N={N} K={K}: NF4 floor {lin.bytes(s) / bw / 1e3:.1f} µs")
             for name, t in timed.items():
                 nbytes = {"cuBLAS FP16 (FP16 weights)": catalog.FP16.bytes(s), "(07) fused W4A16 (INT4 weights)": p4.bytes(s)}.get(name, lin.bytes(s))
@@ -76,6 +88,8 @@ def main():
                                   pct_copy_bw=round(100 * nbytes / bw / 1e3 / t.median_us, 1),
                                   speedup_vs_cublas=round(base / t.median_us, 2), graph_us=t.graph_us and round(t.graph_us, 2)))
                 r = grows[-1]
+                if vs_bnb:
+                    r["speedup_vs_bnb"] = round(vs_bnb.median_us / t.median_us, 2)
                 g = f"   in a graph {t.graph_us:>7.1f} µs {100 * nbytes / bw / 1e3 / t.graph_us:>5.1f}%" if t.graph_us else ""
                 print(f"  {name:<36} {r['us']:>8.1f} µs {r['pct_copy_bw']:>6.1f}% of copy bw {r['speedup_vs_cublas']:>5.2f}× vs cuBLAS FP16{g}")
                 if t.graph_error:

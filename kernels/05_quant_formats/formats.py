@@ -30,7 +30,8 @@ def pack_int4(q: torch.Tensor) -> torch.Tensor:
 
 def nf4_index(x: torch.Tensor) -> torch.Tensor:
     """x: values already divided by their block's absmax (so in [-1, 1]) → uint8 index of the nearest of
-    the 16 NF4 values (harness.quant.NF4, sorted ascending). Ties go to the larger index."""
+    the 16 NF4 values (harness.quant.NF4, sorted ascending). A value exactly halfway between two codes gets the
+    smaller index, as in bitsandbytes (its quantizer moves up a code only when x is greater than the midpoint)."""
     # BEGIN EXERCISE 05.c: nearest NF4 code
     raise NotImplementedError("exercise 05.c: the nearest code is decided by the midpoints between "
                               "neighbouring NF4 values; torch.bucketize finds which interval x falls in")

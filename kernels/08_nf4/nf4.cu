@@ -54,22 +54,22 @@ struct GlobalLookup {  // an L1-cached global load per weight
     __device__ float operator()(uint32_t i) const { return __ldg(cb + i); }
 };
 struct BranchyLookup {  // a tree of ifs on the index bits, as bitsandbytes' csrc/kernels.cu (dDequantizeNF4) had it
-    const float* cb;    // (unused: the values are compiled in, harness/quant.py's codebook in float32)
+    const float* cb;    // (unused: the values are compiled in, bitsandbytes' table, harness.quant.NF4)
     __device__ float operator()(uint32_t i) const {
         if (i & 8) {
             if (i & 4) {
-                if (i & 2) return (i & 1) ? 1.0f : 0.722956717f;
-                return (i & 1) ? 0.562616944f : 0.4407098f;
+                if (i & 2) return (i & 1) ? 1.0f : 0.722956836f;
+                return (i & 1) ? 0.562617004f : 0.440709829f;
             }
-            if (i & 2) return (i & 1) ? 0.337915182f : 0.246112287f;
-            return (i & 1) ? 0.160930172f : 0.0795803294f;
+            if (i & 2) return (i & 1) ? 0.337915242f : 0.246112302f;
+            return (i & 1) ? 0.160930201f : 0.0795802996f;
         }
         if (i & 4) {
-            if (i & 2) return (i & 1) ? 0.0f : -0.0910499915f;
-            return (i & 1) ? -0.18477343f : -0.284441352f;
+            if (i & 2) return (i & 1) ? 0.0f : -0.0910500363f;
+            return (i & 1) ? -0.18477343f : -0.284441382f;
         }
         if (i & 2) return (i & 1) ? -0.394917488f : -0.525073051f;
-        return (i & 1) ? -0.69619292f : -1.0f;
+        return (i & 1) ? -0.696192801f : -1.0f;
     }
 };
 struct SmemLookup {  // 16 floats in shared memory: 16 banks, so lanes never conflict (equal indices broadcast)
