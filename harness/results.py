@@ -329,14 +329,17 @@ GRAPH_ROUTES = {
                                   "tinygemm": "tinygemm (_weight_int4pack_mm, bf16)", "Marlin": "Marlin"}),
     8: ("gemv", NF4_TILES_OP, {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS": "dequantize NF4 + cuBLAS",
                                "bitsandbytes": BNB_LINEAR_OP}),
+    10: ("table", "(10) W4A16, fragment order", {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)",
+                                                 "tinygemm": "tinygemm (_weight_int4pack_mm, bf16)", "Marlin": "Marlin",
+                                                 "lesson 07": "(07) W4A16"}),
 }
-GRAPH_KERNELS = {6: "06 W8A16", 7: "07 W4A16", 8: "08 NF4"}
+GRAPH_KERNELS = {6: "06 W8A16", 7: "07 W4A16", 8: "08 NF4", 10: "10 W4A16"}
 
 
 def graph_markdown(lessons=(6, 7, 8), ms=None, shapes=None) -> str:
-    """The decode GEMVs of lessons 06-08 (16-row tiles) timed two ways in one run, each with its baselines: every call
-    between its own events (the course's tables), and replayed from a CUDA graph as a serving engine runs a decode
-    step (bench.graph_fn). Cells read "per call → graph"."""
+    """The decode kernels of lessons 06-08 (GEMVs on 16-row tiles) and 10 timed two ways in one run, each with its
+    baselines: every call between its own events (the course's tables), and replayed from a CUDA graph as a serving
+    engine runs a decode step (bench.graph_fn). Cells read "per call → graph"."""
     cols = list(dict.fromkeys(c for l in lessons for c in GRAPH_ROUTES[l][2]))
     two = lambda a, b, f: f"{f(a)} → {f(b)}"
     out = ["| kernel | K × N | M | µs | % copy bw | " + " | ".join(f"vs {c}" for c in cols) + " |",
@@ -358,7 +361,8 @@ def graph_markdown(lessons=(6, 7, 8), ms=None, shapes=None) -> str:
             out.append(f"| {GRAPH_KERNELS[l]} | {s[2]} × {s[1]} | {s[0]} | {two(r['us'], r['graph_us'], lambda v: f'{v:,.1f}')} | "
                        f"{two(_pct(r), _pct(r) * r['us'] / r['graph_us'], lambda v: f'{v:.1f}%')} | " + " | ".join(cells) + " |")
     if len(out) == 2:
-        return "(no graph timings recorded yet: `tools/bench_w8a16.py`, `bench_w4a16.py`, `bench_nf4.py` record them)"
+        return ("(no graph timings recorded yet: `tools/bench_w8a16.py`, `bench_w4a16.py`, `bench_nf4.py`, "
+                "`bench_w4a16_pipe.py` record them)")
     envs = list(dict.fromkeys(env_line(sec) for sec in secs))
     out.append(f"\nµs, median, per call → in a CUDA graph of 20 or more calls (`bench.graph_fn`); weights rotated past L2; "
                f"each baseline timed both ways in the same run; % of lesson 00's copy bandwidth. Measured on "
@@ -544,6 +548,7 @@ README_TABLES = {
     "07_w4a16_tiles": w4a16_tiles_markdown,
     "08_nf4": nf4_markdown,
     "decode_graph": lambda: graph_markdown(ms=(1, 16), shapes=((8192, 8192), (4096, 14336), (14336, 4096))),
+    "10_graph": lambda: graph_markdown((10,), ms=(1, 16, 32)),
     "09_w4a8": w4a8_markdown,
     "10_ladder": pipe_ladder_markdown,
     "10_w4a16": pipe_markdown,

@@ -6,8 +6,9 @@
     python tools/bench_w4a16_pipe.py --block-cost [--record]            what one block costs: a fixed part and a
                                                                         part per K tile, and split-K's fix-up
 
-With --record the rows go to results/10.json ("ladder", "table" or "block_cost"; COURSE_RECORD=1 for the shipped
-file).
+The table's decode sizes (M ≤ 32) are also replayed from a CUDA graph (bench.graph_fn, column graph_us: a decode
+step as a serving engine runs it). With --record the rows go to results/10.json ("ladder", "table" or "block_cost";
+COURSE_RECORD=1 for the shipped file).
 """
 import argparse
 import sys
@@ -22,6 +23,7 @@ from harness import bench, build, catalog, marlin, quant, results, roofline  # n
 
 SHAPES_KN = [(4096, 4096), (4096, 14336), (14336, 4096), (8192, 8192)]
 CUBLAS, OURS = "cuBLAS FP16 (FP16 weights)", "(10) W4A16, fragment order"
+GRAPH_MAX_M = 32  # issue 9's decode range: these M are timed in a CUDA graph too
 STEPS = ["gemm_w4a16_writeback", "gemm_w4a16_writeback_padded", "gemm_w4a16_frag", "gemm_w4a16_frag_pipe",
          "linear_w4a16_frag"]
 
@@ -104,13 +106,15 @@ def main():
         for M in ms:
             shape = (M, N, K)
             sets, frags, w16 = weight_sets(shape)
-            timed = {CUBLAS: bench.time_fn(lambda x, q, s: torch.nn.functional.linear(x, w16[id(q)]), sets, reps=50)}
+            graph = not a.ladder and M <= GRAPH_MAX_M
+            tf = lambda op, s: bench.time_fn(op, s, reps=50, graph=graph)
+            timed = {CUBLAS: tf(lambda x, q, s: torch.nn.functional.linear(x, w16[id(q)]), sets)}
             if tiny:
-                timed["tinygemm (_weight_int4pack_mm, bf16)"] = bench.time_fn(tiny, sets, reps=50)
+                timed["tinygemm (_weight_int4pack_mm, bf16)"] = tf(tiny, sets)
             if not no_marlin:
-                timed[marlin.OP] = bench.time_fn(marlin.bench_op(sets), sets, reps=50)
+                timed[marlin.OP] = tf(marlin.bench_op(sets), sets)
             for name, (prob, op) in routes.items():
-                timed[name] = bench.time_fn(op, frags if prob is pf else sets, reps=50)
+                timed[name] = tf(op, frags if prob is pf else sets)
             del sets, frags, w16
             base = timed[CUBLAS].median_us
             prev = None
@@ -123,6 +127,8 @@ def main():
                            pct_copy_bw=round(100 * nbytes / bw / 1e3 / t.median_us, 1),
                            speedup_vs_cublas=round(base / t.median_us, 2),
                            tflops=round(p.flops(shape) / t.median_us / 1e6, 2))
+                if graph:
+                    row["graph_us"] = t.graph_us and round(t.graph_us, 2)
                 if marlin.OP in timed:
                     row["speedup_vs_marlin"] = round(timed[marlin.OP].median_us / t.median_us, 2)
                 if a.ladder and name != CUBLAS:  # each step against the one before
@@ -130,8 +136,11 @@ def main():
                     prev = t.median_us
                 rows.append(row)
                 step = f"  {row['speedup_vs_previous']:.2f}× the step before" if row.get("speedup_vs_previous") else ""
+                g = f"   in a graph {t.graph_us:>7.1f} µs" if t.graph_us else ""
                 print(f"  {name:<40} {row['us']:>8.1f} µs {row['pct_copy_bw']:>6.1f}% of copy bw {row['tflops']:>7.1f} TFLOP/s "
-                      f"{row['speedup_vs_cublas']:>5.2f}× cuBLAS{step}")
+                      f"{row['speedup_vs_cublas']:>5.2f}× cuBLAS{step}{g}")
+                if t.graph_error:
+                    print(f"  {name}: not timed in a CUDA graph: {t.graph_error}")
     if a.record:
         results.record(10, "ladder" if a.ladder else "table", rows)
 
