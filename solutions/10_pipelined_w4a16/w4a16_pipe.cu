@@ -62,6 +62,9 @@ static void launch_pdl(void (*kernel)(P...), dim3 grid, int threads, size_t smem
 #ifndef TILE_SPLIT_BLOCKS
 #define TILE_SPLIT_BLOCKS 2  // blocks per SM a wave counts (at most what fits)
 #endif
+#ifndef TILE_FULL_PCT
+#define TILE_FULL_PCT 80  // tiles of ≤ 32 tokens are not split once they alone give this % of the SMs a block (101: off)
+#endif
 
 constexpr int GROUP = 128, TBN = 128, THREADS = 256;  // K tile = one scale group; outputs per block; 8 warps
 enum Mode { WRITEBACK = 0, WRITEBACK_PADDED = 1, FRAGMENTS = 2 };
@@ -484,6 +487,9 @@ static void launch_cfg(const __half* x, const int32_t* Wq, const __half* scales,
     // Split K when the tiles cannot fill the SMs: a block costs its K tiles + TILE_SPLIT_COST (the ring's
     // filling, the partial tile's round trip), the time is waves × that (lesson 09's model); ≥ 4 K tiles a split.
     int splits = 1;
+    // A tile of ≤ 32 tokens is memory-bound: where its tiles already give most SMs a block (K 4096, N 14336: 112 for
+    // 132), a split only adds each part's ring fill and the fix-up (M = 1: 17.6 µs split, 16.5 unsplit; NOTES.md).
+    if (BM <= 32 && (long)ntiles * 100 >= (long)sms * TILE_FULL_PCT) split = false;
     if (split) {
         const int slots = sms * (per_sm < TILE_SPLIT_BLOCKS ? per_sm : TILE_SPLIT_BLOCKS);
         auto cost = [&](int s) { return (float)(((long)ntiles * s + slots - 1) / slots) * ((float)ktiles / s + TILE_SPLIT_COST); };
