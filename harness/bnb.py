@@ -48,8 +48,9 @@ def _lib():
 
 def _check(w, what: str):
     if not isinstance(w, quant.NF4Weight):
+        hint = "; NF4Tiles.rows() gives it back" if isinstance(w, quant.NF4Tiles) else ""
         raise TypeError(f"{what}: needs a harness.quant.NF4Weight (bitsandbytes' row-major layout), got "
-                        f"{type(w).__name__}" + ("; NF4Tiles.rows() gives it back" if isinstance(w, quant.NF4Tiles) else ""))
+                        f"{type(w).__name__}{hint}")
     if len(w.shape) != 2:
         raise ValueError(f"{what}: needs a 2-D weight [N, K], got shape {tuple(w.shape)}")
     if w.packed.dtype != torch.uint8 or w.absmax.dtype != torch.float32:

@@ -342,7 +342,7 @@ def to_fragments(qw: Int4Weight) -> Int4Fragments:
 def nf4_codebook(offset: float = 0.9677083) -> torch.Tensor:
     """The 16 NF4 values, built as in Dettmers et al., QLoRA (2023), section 3 and bitsandbytes'
     create_normal_map: 8 positive and 7 negative quantiles of N(0, 1), an exact zero, normalised to
-    [-1, 1]. `offset` is the outermost quantile bitsandbytes uses. Within one float32 step of NF4 below."""
+    [-1, 1]. `offset` is the outermost quantile bitsandbytes uses. Within a few float32 steps of NF4 below."""
     pos = torch.special.ndtri(torch.linspace(offset, 0.5, 9, dtype=torch.float64)[:-1])
     neg = -torch.special.ndtri(torch.linspace(offset, 0.5, 8, dtype=torch.float64)[:-1])
     v = torch.cat([pos, torch.zeros(1, dtype=torch.float64), neg]).sort().values
@@ -350,9 +350,9 @@ def nf4_codebook(offset: float = 0.9677083) -> torch.Tensor:
 
 
 # The table bitsandbytes stores (functional.py, get_4bit_type("nf4"); the QLoRA paper's values), which its kernels
-# decode with. nf4_codebook() computes the same quantiles, but 10 of its 16 float32 values differ from these by 1 to 6
-# float32 steps, enough to change the FP16 result of about one weight in 1,600. Using the stored table makes the course's
-# NF4 bitsandbytes' to the bit (tests/test_bnb.py compares bytes and dequantized values with the library itself).
+# decode with. nf4_codebook() computes the same quantiles, but 10 of its 16 float32 values differ from these by 1 to
+# 6 float32 steps, enough to change the FP16 result of about one weight in 1,600. With the stored table the course's
+# NF4 is bitsandbytes' to the bit (tests/test_bnb.py compares bytes and dequantized values with the library itself).
 NF4 = torch.tensor([-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,
                     -0.18477343022823334, -0.09105003625154495, 0.0, 0.07958029955625534, 0.16093020141124725,
                     0.24611230194568634, 0.33791524171829224, 0.44070982933044434, 0.5626170039176941,
