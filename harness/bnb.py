@@ -88,9 +88,10 @@ def dequantize(w: quant.NF4Weight, out: torch.Tensor | None = None) -> torch.Ten
     return _lib().functional.dequantize_4bit(w.packed, state(w), out=out)
 
 
-def linear(x: torch.Tensor, w: quant.NF4Weight) -> torch.Tensor:
-    """y = x · Ŵᵀ by `bitsandbytes.matmul_4bit` (x FP16 [M, K] on the weights' device)."""
-    st = state(w)
+def linear(x: torch.Tensor, w: quant.NF4Weight, st=None) -> torch.Tensor:
+    """y = x · Ŵᵀ by `bitsandbytes.matmul_4bit` (x FP16 [M, K] on the weights' device); `st`: state(w), made once by
+    a caller that calls often (as a Linear4bit layer keeps its quant_state)."""
+    st = state(w) if st is None else st
     K = w.shape[1]
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float16 or x.dim() != 2 or x.shape[1] != K:
         raise ValueError(f"bnb.linear: x must be a float16 tensor [M, {K}], got "

@@ -11,7 +11,7 @@ A decoder layer (Llama 3 / Mistral shape: pre-norm, grouped-query attention with
     delta = act · Wdownᵀ                                  linear
 
 The four linear layers of each layer, and the LM head, are what a weight format replaces (`FORMATS`; `BASELINES`:
-Marlin, a third-party kernel on the same INT4 weights, for comparison); everything else is the same for every
+Marlin and bitsandbytes, third-party kernels on the same INT4 and NF4 weights, for comparison); everything else is the same for every
 format, so the comparison between formats is the comparison between GEMM kernels.
 Weights are random (no checkpoint is downloaded): speed depends only on the shapes, and the check against the FP16
 model measures what quantization and our kernels change, not the quality of a trained model.
@@ -227,7 +227,7 @@ class DenseLinear:
         self.W, self.n, self.k = W, W.shape[0], W.shape[1]
 
     def __call__(self, x, out):
-        torch.mm(x, self.W.t(), out=out)
+        return torch.mm(x, self.W.t(), out=out)
 
     def nbytes(self) -> int:
         return self.W.numel() * self.W.element_size()
@@ -248,7 +248,7 @@ class W8A16Layer:
         self.op, self.module = _kernel_op(6, "gemv_w8a16_tiles", solution)
 
     def __call__(self, x, out):
-        self.op(x, self.w, out=out)
+        return self.op(x, self.w, out=out)
 
     def nbytes(self):
         return self.w.nbytes()
@@ -270,7 +270,7 @@ class W4A16FragLayer:
         self.op, self.module = _kernel_op(10, "linear_w4a16_frag", solution)
 
     def __call__(self, x, out):
-        self.op(x, self.w, out=out)
+        return self.op(x, self.w, out=out)
 
     def nbytes(self):
         return self.w.nbytes()
@@ -298,7 +298,7 @@ class W4A16Layer:
         self.op, self.module = _kernel_op(7, "gemv_w4a16_tiles", solution)
 
     def __call__(self, x, out):
-        self.op(x, self.w, out=out)
+        return self.op(x, self.w, out=out)
 
     def nbytes(self):
         return self.w.nbytes()
@@ -321,7 +321,7 @@ class NF4Layer:
         self.op, self.module = _kernel_op(8, "gemv_nf4_tiles", solution)
 
     def __call__(self, x, out):
-        self.op(x, self.w, out=out)
+        return self.op(x, self.w, out=out)
 
     def nbytes(self):
         return self.w.nbytes()
@@ -365,12 +365,11 @@ class MarlinLayer:
 
     def __call__(self, x, out):
         if self.w.n == self.n:
-            self.op(x, self.w, out=out)
-            return
+            return self.op(x, self.w, out=out)
         if self.buf is None or self.buf.shape[0] < x.shape[0]:
             self.buf = torch.empty(x.shape[0], self.w.n, dtype=out.dtype, device=out.device)
         self.op(x, self.w, out=self.buf[:x.shape[0]])
-        out.copy_(self.buf[:x.shape[0], :self.n])
+        return out.copy_(self.buf[:x.shape[0], :self.n])
 
     def nbytes(self):
         return self.w.packed.numel() * 4 + self.w.scale.numel() * 2 + self.w.zero.numel() * 2
@@ -379,6 +378,36 @@ class MarlinLayer:
         w = self.source
         return torch.cat([quant.Int4Weight(w.packed[i:i + 4096], w.scale[i:i + 4096], 128).dequantize().half()
                           for i in range(0, self.n, 4096)])[:self.n]
+
+
+class BnbNF4Layer:
+    """A baseline, not course code: the same NF4 weights as NF4Layer (block 64, bitsandbytes' own bytes), row-major as
+    bitsandbytes keeps them, run by `bitsandbytes.matmul_4bit` as a `Linear4bit` layer runs at inference (harness.bnb;
+    which of its kernels runs, or whether it dequantizes and calls cuBLAS, is the library's choice per shape and GPU).
+    It returns a new tensor, as a layer does: the step reads each layer's result where the layer put it, so no copy
+    into the step's buffer is timed. Launched without PDL."""
+
+    module = None
+
+    def __init__(self, W, solution=None):
+        from . import bnb
+        parts = _by_rows(W, lambda w: quant.quantize_nf4(w, 64))
+        self.n, self.k = W.shape
+        self.w = quant.NF4Weight(torch.cat([p.packed for p in parts]), torch.cat([p.absmax for p in parts]),
+                                 (self.n, self.k), 64)
+        self.bnb, self.state = bnb, bnb.state(self.w)  # made once, as a Linear4bit holds its quant_state
+
+    def __call__(self, x, out):
+        return self.bnb.linear(x, self.w, st=self.state)
+
+    def nbytes(self):
+        return self.w.packed.numel() + self.w.absmax.numel() * 4
+
+    def dequantized(self):
+        packed, absmax = self.w.packed.view(self.n, self.k // 2), self.w.absmax.view(self.n, self.k // 64)
+        return torch.cat([quant.NF4Weight(packed[i:i + 4096].reshape(-1), absmax[i:i + 4096].reshape(-1),
+                                          (min(4096, self.n - i), self.k), 64).dequantize().half()
+                          for i in range(0, self.n, 4096)])
 
 
 @dataclass(frozen=True)
@@ -400,8 +429,9 @@ FORMATS = {f.name: f for f in [
     Format("nf4", "NF4 (lesson 08)", NF4Layer, 4 + 32 / 64),
 ]}
 # Third-party kernels on the same weights, for comparison (not in the lesson's run by default):
-# tools/bench_decode.py --formats fp16 w4a16 marlin. Marlin reads a scaled zero point per group too.
-BASELINES = {f.name: f for f in [Format("marlin", "W4A16 (Marlin)", MarlinLayer, 4 + 32 / 128)]}
+# tools/bench_decode.py --formats fp16 w4a16 marlin nf4 nf4_bnb. Marlin reads a scaled zero point per group too.
+BASELINES = {f.name: f for f in [Format("marlin", "W4A16 (Marlin)", MarlinLayer, 4 + 32 / 128),
+                                 Format("nf4_bnb", "NF4 (bitsandbytes)", BnbNF4Layer, 4 + 32 / 64)]}
 ALL_FORMATS = {**FORMATS, **BASELINES}
 
 
@@ -513,18 +543,19 @@ class DecodeModel:
         bf, ops, eps = self.buffers(B), self.ops, self.cfg.eps
         torch.index_select(self.embed, 0, tokens, out=bf.delta)
         bf.hn[0].zero_()
+        delta = bf.delta
+        # A linear layer returns the tensor it wrote: the step's buffer, or (bitsandbytes) one of its own.
         for i, L in enumerate(self.layers):
-            ops.add_rmsnorm(bf.hn[0], bf.delta, L["attn_norm"], out=bf.hn, eps=eps)
-            L["qkv"](bf.hn[1], bf.qkv)
-            ops.attention(bf.qkv, self.cache[i, 0, :B], self.cache[i, 1, :B], pos, self.rope, out=bf.attn)
-            L["o"](bf.attn, bf.delta)
-            ops.add_rmsnorm(bf.hn[0], bf.delta, L["mlp_norm"], out=bf.hn, eps=eps)
-            L["gate_up"](bf.hn[1], bf.gu)
-            ops.silu_mul(bf.gu, out=bf.act)
-            L["down"](bf.act, bf.delta)
-        ops.add_rmsnorm(bf.hn[0], bf.delta, self.final_norm, out=bf.hn, eps=eps)
-        self.lm_head(bf.hn[1], bf.logits)
-        return bf.logits
+            ops.add_rmsnorm(bf.hn[0], delta, L["attn_norm"], out=bf.hn, eps=eps)
+            qkv = L["qkv"](bf.hn[1], bf.qkv)
+            ops.attention(qkv, self.cache[i, 0, :B], self.cache[i, 1, :B], pos, self.rope, out=bf.attn)
+            delta = L["o"](bf.attn, bf.delta)
+            ops.add_rmsnorm(bf.hn[0], delta, L["mlp_norm"], out=bf.hn, eps=eps)
+            gu = L["gate_up"](bf.hn[1], bf.gu)
+            ops.silu_mul(gu, out=bf.act)
+            delta = L["down"](bf.act, bf.delta)
+        ops.add_rmsnorm(bf.hn[0], delta, self.final_norm, out=bf.hn, eps=eps)
+        return self.lm_head(bf.hn[1], bf.logits)
 
     def gemms_only(self, B: int):
         """The step's linear layers alone, on the same buffers (timing the GEMMs' share of a step)."""

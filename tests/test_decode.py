@@ -58,16 +58,25 @@ def test_sequences_at_different_positions_are_independent():
         assert torch.allclose(logits[1], ref[1, t - 3], rtol=1e-5, atol=1e-5)
 
 
+def _skip_missing(fmt):
+    """The third-party baselines need their packages (requirements.txt installs both)."""
+    from harness import bnb, marlin
+    why = {"marlin": marlin.unavailable, "nf4_bnb": bnb.unavailable}.get(fmt, lambda: None)()
+    if why:
+        pytest.skip(why)
+
+
 @pytest.mark.parametrize("fmt", [f for f in decode.ALL_FORMATS if f != "fp16"])
 def test_format_layers(fmt):
     """Bytes as the format says, and dequantized() is the quantized weight (the twin model's weights)."""
+    _skip_missing(fmt)
     g = torch.Generator().manual_seed(5)
     W = (torch.randn(1000, 384, generator=g) / 20).half()
     layer = decode.ALL_FORMATS[fmt].layer(W)
     bits = decode.ALL_FORMATS[fmt].bits
     # every format stores 16-row tiles, so N = 1000 is padded to 1008 rows (Marlin: to 1024, its 256-wide block
-    # tile); W8A16 keeps its scales row-major
-    rows = 1024 if fmt == "marlin" else 1008
+    # tile; bitsandbytes: row-major, no padding); W8A16 keeps its scales row-major
+    rows = {"marlin": 1024, "nf4_bnb": 1000}.get(fmt, 1008)
     want = 1008 * 384 + 1000 * 3 * 2 if fmt == "w8a16" else rows * 384 * bits / 8
     assert layer.nbytes() == pytest.approx(want, rel=1e-9)
     d = layer.dequantized()
@@ -76,9 +85,11 @@ def test_format_layers(fmt):
             "w4a16": lambda: quant.quantize_int4(W, 128).dequantize(),
             "w4a16_07": lambda: quant.quantize_int4(W, 128).dequantize(),
             "marlin": lambda: quant.quantize_int4(W, 128).dequantize(),
-            "nf4": lambda: quant.quantize_nf4(W, 64).dequantize()}[fmt]().half()
+            "nf4": lambda: quant.quantize_nf4(W, 64).dequantize(),
+            "nf4_bnb": lambda: quant.quantize_nf4(W, 64).dequantize()}[fmt]().half()
     assert torch.equal(d, want)
-    assert quant.rel_error(d, W) < {"w8a16": 0.01, "w4a16": 0.15, "w4a16_07": 0.15, "marlin": 0.15, "nf4": 0.15}[fmt]
+    assert quant.rel_error(d, W) < {"w8a16": 0.01, "w4a16": 0.15, "w4a16_07": 0.15, "marlin": 0.15, "nf4": 0.15,
+                                    "nf4_bnb": 0.15}[fmt]
 
 
 def test_chunked_quantization_matches_whole():
@@ -192,6 +203,7 @@ def test_attention_kernel_appends_to_the_cache(shape):
 
 
 def _cuda_model(cfg, fmt, weights, **kw):
+    _skip_missing(fmt)
     return decode.DecodeModel(cfg, weights, fmt, solution=True, **kw)
 
 
@@ -250,7 +262,7 @@ def test_greedy_graph_generates_like_eager():
 # sequences. "kernels": against an FP16 model holding the same (dequantized) weights, so only the arithmetic
 # differs; "quantization": against the original FP16 weights.
 TOLERANCE = {"w8a16": (5e-3, 0.02), "w4a16": (5e-3, 0.2), "w4a16_07": (5e-3, 0.2), "nf4": (5e-3, 0.2),
-             "marlin": (5e-3, 0.2)}  # the baseline too: its padded LM head (vocab 5000) included
+             "marlin": (5e-3, 0.2), "nf4_bnb": (5e-3, 0.2)}  # the baselines too (Marlin: its padded LM head included)
 
 
 @pytest.mark.gpu

@@ -1,7 +1,7 @@
 """Lesson 11 measurements: a Llama-shaped decode step with each weight format, in the same run on the same weights
 (harness.decode.run_benchmark; the notebook runs the same code).
 
-    python tools/bench_decode.py [--layers 32] [--batch 1 4 16] [--ctx 512] [--formats fp16 w8a16 ... marlin] [--record]
+    python tools/bench_decode.py [--layers 32] [--batch 1 4 16] [--ctx 512] [--formats fp16 w8a16 ... marlin nf4_bnb] [--record]
 
 With --record the rows go to results/11.json ("decode", "accuracy"; COURSE_RECORD=1 for the shipped file).
 """
@@ -20,7 +20,7 @@ def main():
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--formats", nargs="+", default=list(decode.FORMATS), choices=list(decode.ALL_FORMATS),
-                    help="the course's formats by default; 'marlin' adds the third-party baseline")
+                    help="the course's formats by default; 'marlin' and 'nf4_bnb' add the third-party baselines")
     ap.add_argument("--exercises", action="store_true", help="lesson 11's ops from your kernels/ files")
     ap.add_argument("--no-accuracy", action="store_true")
     ap.add_argument("--record", action="store_true")
