@@ -332,8 +332,10 @@ GRAPH_ROUTES = {
     10: ("table", "(10) W4A16, fragment order", {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)",
                                                  "tinygemm": "tinygemm (_weight_int4pack_mm, bf16)", "Marlin": "Marlin",
                                                  "lesson 07": "(07) W4A16"}),
+    12: ("table", "(12) W4A16, TMA + wgmma", {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "Marlin": "Marlin",
+                                              "lesson 07": "(07) W4A16", "lesson 10": "(10) W4A16, mma.sync"}),
 }
-GRAPH_KERNELS = {6: "06 W8A16", 7: "07 W4A16", 8: "08 NF4", 10: "10 W4A16"}
+GRAPH_KERNELS = {6: "06 W8A16", 7: "07 W4A16", 8: "08 NF4", 10: "10 W4A16", 12: "12 W4A16"}
 
 
 def graph_markdown(lessons=(6, 7, 8), ms=None, shapes=None) -> str:
@@ -362,7 +364,7 @@ def graph_markdown(lessons=(6, 7, 8), ms=None, shapes=None) -> str:
                        f"{two(_pct(r), _pct(r) * r['us'] / r['graph_us'], lambda v: f'{v:.1f}%')} | " + " | ".join(cells) + " |")
     if len(out) == 2:
         return ("(no graph timings recorded yet: `tools/bench_w8a16.py`, `bench_w4a16.py`, `bench_nf4.py`, "
-                "`bench_w4a16_pipe.py` record them)")
+                "`bench_w4a16_pipe.py`, `bench_w4a16_wgmma.py` record them)")
     envs = list(dict.fromkeys(env_line(sec) for sec in secs))
     out.append(f"\nµs, median, per call → in a CUDA graph of 20 or more calls (`bench.graph_fn`); weights rotated past L2; "
                f"each baseline timed both ways in the same run; % of lesson 00's copy bandwidth. Measured on "
@@ -556,6 +558,7 @@ README_TABLES = {
     "11_accuracy": decode_accuracy_markdown,
     "12_stream": stream_markdown,
     "12_wgmma": wgmma_markdown,
+    "12_graph": lambda: graph_markdown((12,), ms=(1, 16, 32)),
 }
 
 

@@ -5,7 +5,8 @@
                                                                          and lesson 07's W4A16
     python tools/bench_w4a16_wgmma.py --check                            the odd-shape check first
 
-With --record the rows go to results/12.json ("table"; COURSE_RECORD=1 for the shipped file).
+The decode sizes (M ≤ 32) are also replayed from a CUDA graph (bench.graph_fn, column graph_us), as in lesson 10's
+table. With --record the rows go to results/12.json ("table"; COURSE_RECORD=1 for the shipped file).
 """
 import argparse
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_w4a16_pipe import SHAPES_KN, weight_sets  # noqa: E402  (lesson 10's shapes and weight sets)
+from bench_w4a16_pipe import GRAPH_MAX_M, SHAPES_KN, weight_sets  # noqa: E402  (lesson 10's shapes, weight sets)
 
 from harness import bench, build, catalog, check, marlin, results, roofline  # noqa: E402
 
@@ -52,11 +53,13 @@ def main():
         for M in a.m:
             shape = (M, N, K)
             sets, frags, w16 = weight_sets(shape)
-            timed = {CUBLAS: bench.time_fn(lambda x, q, s: torch.nn.functional.linear(x, w16[id(q)]), sets, reps=50)}
+            graph = M <= GRAPH_MAX_M
+            tf = lambda op, s: bench.time_fn(op, s, reps=50, graph=graph)  # noqa: E731
+            timed = {CUBLAS: tf(lambda x, q, s: torch.nn.functional.linear(x, w16[id(q)]), sets)}
             if not no_marlin:
-                timed[marlin.OP] = bench.time_fn(marlin.bench_op(sets), sets, reps=50)
+                timed[marlin.OP] = tf(marlin.bench_op(sets), sets)
             for name, (prob, op) in routes.items():
-                timed[name] = bench.time_fn(op, frags if prob is pf else sets, reps=50)
+                timed[name] = tf(op, frags if prob is pf else sets)
             del sets, frags, w16
             base = timed[CUBLAS].median_us
             print(f"\nM={M} K={K} N={N}: W4A16 reads {p.bytes(shape) / 1e6:.1f} MB, floor {p.bytes(shape) / bw / 1e3:.1f} µs "
@@ -68,6 +71,8 @@ def main():
                            pct_copy_bw=round(100 * nbytes / bw / 1e3 / t.median_us, 1),
                            speedup_vs_cublas=round(base / t.median_us, 2),
                            tflops=round(p.flops(shape) / t.median_us / 1e6, 2))
+                if graph:
+                    row["graph_us"] = t.graph_us and round(t.graph_us, 2)
                 if name == OURS:
                     row["speedup_vs_10"] = round(timed[TEN].median_us / t.median_us, 2)
                     if marlin.OP in timed:
@@ -75,8 +80,11 @@ def main():
                 rows.append(row)
                 vs10 = f"  {row['speedup_vs_10']:.2f}× lesson 10" if "speedup_vs_10" in row else ""
                 vs10 += f", {row['speedup_vs_marlin']:.2f}× Marlin" if "speedup_vs_marlin" in row else ""
+                g = f"   in a graph {t.graph_us:>7.1f} µs" if t.graph_us else ""
                 print(f"  {name:<30} {row['us']:>8.1f} µs {row['pct_copy_bw']:>6.1f}% of copy bw {row['tflops']:>7.1f} TFLOP/s "
-                      f"{row['speedup_vs_cublas']:>5.2f}× cuBLAS{vs10}", flush=True)
+                      f"{row['speedup_vs_cublas']:>5.2f}× cuBLAS{vs10}{g}", flush=True)
+                if t.graph_error:
+                    print(f"  {name}: not timed in a CUDA graph: {t.graph_error}")
     if a.record:
         results.record(12, "table", rows)
 
