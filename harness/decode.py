@@ -11,8 +11,8 @@ A decoder layer (Llama 3 / Mistral shape: pre-norm, grouped-query attention with
     delta = act · Wdownᵀ                                  linear
 
 The four linear layers of each layer, and the LM head, are what a weight format replaces (`FORMATS`; `BASELINES`:
-Marlin and bitsandbytes, third-party kernels on the same INT4 and NF4 weights, for comparison); everything else is the same for every
-format, so the comparison between formats is the comparison between GEMM kernels.
+Marlin and bitsandbytes, third-party kernels on the same INT4 and NF4 weights, for comparison); everything else is
+the same for every format, so the comparison between formats is the comparison between GEMM kernels.
 Weights are random (no checkpoint is downloaded): speed depends only on the shapes, and the check against the FP16
 model measures what quantization and our kernels change, not the quality of a trained model.
 
@@ -309,6 +309,14 @@ class W4A16Layer:
                           for i in range(0, self.n, 4096)])
 
 
+def _nf4_dequantized(w: quant.NF4Weight) -> torch.Tensor:
+    """Row-major NF4 weights in FP16, 4096 rows at a time (the LM head at once would need GBs of temporaries)."""
+    n, k = w.shape
+    packed, absmax = w.packed.view(n, k // 2), w.absmax.view(n, k // w.block)
+    return torch.cat([quant.NF4Weight(packed[i:i + 4096].reshape(-1), absmax[i:i + 4096].reshape(-1),
+                                      (min(4096, n - i), k), w.block).dequantize().half() for i in range(0, n, 4096)])
+
+
 class NF4Layer:
     """NF4 weights (bitsandbytes' quantization, block 64) repacked into 16-row tiles, lesson 08's GEMV on tiles
     (`gemv_nf4_tiles`)."""
@@ -327,11 +335,7 @@ class NF4Layer:
         return self.w.nbytes()
 
     def dequantized(self):
-        w = self.w.rows()
-        packed, absmax = w.packed.view(self.n, self.k // 2), w.absmax.view(self.n, self.k // 64)
-        return torch.cat([quant.NF4Weight(packed[i:i + 4096].reshape(-1), absmax[i:i + 4096].reshape(-1),
-                                          (min(4096, self.n - i), self.k), 64).dequantize().half()
-                          for i in range(0, self.n, 4096)])
+        return _nf4_dequantized(self.w.rows())
 
 
 class MarlinLayer:
@@ -404,10 +408,7 @@ class BnbNF4Layer:
         return self.w.packed.numel() + self.w.absmax.numel() * 4
 
     def dequantized(self):
-        packed, absmax = self.w.packed.view(self.n, self.k // 2), self.w.absmax.view(self.n, self.k // 64)
-        return torch.cat([quant.NF4Weight(packed[i:i + 4096].reshape(-1), absmax[i:i + 4096].reshape(-1),
-                                          (min(4096, self.n - i), self.k), 64).dequantize().half()
-                          for i in range(0, self.n, 4096)])
+        return _nf4_dequantized(self.w)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Lesson 11 measurements: a Llama-shaped decode step with each weight format, in the same run on the same weights
 (harness.decode.run_benchmark; the notebook runs the same code).
 
-    python tools/bench_decode.py [--layers 32] [--batch 1 4 16] [--ctx 512] [--formats fp16 w8a16 ... marlin nf4_bnb] [--record]
+    python tools/bench_decode.py [--layers 32] [--batch 1 4 16] [--ctx 512] [--formats fp16 ... marlin nf4_bnb]
+                                 [--record]
 
 With --record the rows go to results/11.json ("decode", "accuracy"; COURSE_RECORD=1 for the shipped file).
 """
