@@ -240,10 +240,10 @@ def report() -> str:
         lines.append("GPU: none. Kernels will compile (for sm_80 and sm_90) and CPU cells will run; "
                      "cells that launch kernels are skipped and show the recorded H100 results.")
     lines.append(f"building for: {', '.join('sm_' + a.replace('.', '') for a in arch_list())}")
-    from . import marlin  # the baseline of lessons 07 and 10 (its source comes from a package, not from the course)
+    from . import marlin  # the baseline of lessons 07, 10, 11 and 12 (its source comes from a package, not the course)
     why = marlin.unavailable()
     lines.append(f"Marlin (baseline): {'source in ' + str(marlin.kernel_dir()) if why is None else 'unavailable: ' + why}")
-    from . import bnb  # lesson 08's baseline (checked without importing the library, which takes seconds)
+    from . import bnb  # the baseline of lessons 08 and 11 (checked without importing the library: seconds)
     why = bnb.unavailable()
     lines.append(f"bitsandbytes (baseline): {bnb.VERSION if why is None else 'unavailable: ' + why}")
     return "\n".join(lines)
