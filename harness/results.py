@@ -277,6 +277,7 @@ def w4a16_tiles_markdown(section: str = "table") -> str:
 
 NF4_TILES_OP = "(08) fused NF4 GEMV, 16-row tiles"
 BNB_DEQUANT_OP, BNB_LINEAR_OP = "bitsandbytes dequantize_4bit", "bitsandbytes matmul_4bit"  # harness.bnb's rows
+NF4_MOVE_OP = "the same bytes, no decoding (floor)"  # tools/stream_probe.cu's expand, timed by tools/bench_nf4.py
 
 
 def nf4_markdown() -> str:
@@ -287,15 +288,22 @@ def nf4_markdown() -> str:
     ops = list(dict.fromkeys(r["op"] for r in sec["rows"]))
     short = lambda op: op.replace("08 NF4 dequantize, ", "")
     smem, vs = "08 NF4 dequantize, codebook in shared memory", BNB_DEQUANT_OP in ops  # bitsandbytes: recorded since 11-23
-    out += ["| N × K | " + " | ".join(short(o) for o in ops) + " |" + (" shared memory vs bitsandbytes |" if vs else ""),
-            "|---|" + "---:|" * (len(ops) + vs)]
+    tree, floor = "08 NF4 dequantize, decision tree", NF4_MOVE_OP in ops  # the floor: recorded since 11-24
+    out += ["| N × K | " + " | ".join(short(o) for o in ops) + " |" + (" shared memory vs bitsandbytes |" if vs else "")
+            + (" shared memory vs decision tree | floor vs decision tree |" if floor else ""),
+            "|---|" + "---:|" * (len(ops) + vs + 2 * floor)]
     for shape in dict.fromkeys(tuple(r["shape"]) for r in sec["rows"]):
         cells = {r["op"]: r for r in sec["rows"] if tuple(r["shape"]) == shape}
         out.append(f"| {shape[0]} × {shape[1]} | " + " | ".join(
             f"{cells[o]['us']:,.1f} ({_pct(cells[o]):.0f}%)" for o in ops) + " |"
-            + (f" {cells[BNB_DEQUANT_OP]['us'] / cells[smem]['us']:.2f}× |" if vs else ""))
+            + (f" {cells[BNB_DEQUANT_OP]['us'] / cells[smem]['us']:.2f}× |" if vs else "")
+            + (f" {cells[tree]['us'] / cells[smem]['us']:.2f}× | {cells[tree]['us'] / cells[NF4_MOVE_OP]['us']:.2f}× |"
+               if floor else ""))
     out.append(f"\nNF4 → FP16, µs (% of copy bandwidth); packed input rotated past L2"
-               + ("; bitsandbytes' kernel on the same bytes" if vs else "") + f". Measured on {env_line(sec)}.\n")
+               + ("; bitsandbytes' kernel on the same bytes" if vs else "")
+               + ("; the floor moves the same bytes through the same loop with no decoding (`tools/stream_probe.cu`), so "
+                  "no kernel of this loop is faster than the tree by more than the last column" if floor else "")
+               + f". Measured on {env_line(sec)}.\n")
     sec = load(8, "gemv", prefer_local=False)
     ops = list(dict.fromkeys(r["op"] for r in sec["rows"]))
     tiles = NF4_TILES_OP in ops  # recorded since the tiled layout was added

@@ -1,7 +1,9 @@
 """Lesson 08 measurements, inputs rotated past L2: the NF4 dequantize kernels (codebook in global memory, decision
 tree, shared memory, registers with shuffles, a table of pairs) against PyTorch's lookup (harness.quant), bitsandbytes'
-own kernel (harness.bnb, on the same bytes) and the copy bandwidth; then the fused NF4 GEMV (on bitsandbytes' row-major
-bytes, and on the same bytes in 16-row tiles, repacked before timing) against cuBLAS FP16, dequantize + cuBLAS,
+own kernel (harness.bnb, on the same bytes), a kernel that moves the same bytes without decoding them
+(tools/stream_probe.cu: the floor of the lesson's loop) and the copy bandwidth; then the fused NF4 GEMV (on
+bitsandbytes' row-major bytes, and on the same bytes in 16-row tiles, repacked before timing) against cuBLAS FP16,
+dequantize + cuBLAS,
 bitsandbytes' matmul_4bit and lesson 07's W4A16 GEMV, each call timed on its own and replayed from a CUDA graph
 (bench.graph_fn, column graph_us: a decode step as a serving engine runs it). With --record the rows go to
 results/08.json, sections "dequant" and "gemv" (COURSE_RECORD=1 for the shipped file).
@@ -9,6 +11,8 @@ results/08.json, sections "dequant" and "gemv" (COURSE_RECORD=1 for the shipped 
     python tools/bench_nf4.py [--exercises] [--record]
 """
 import argparse
+
+import torch
 
 from harness import bench, bnb, build, catalog, quant, results, roofline
 
@@ -30,6 +34,7 @@ def main():
         return quant.NF4Weight(packed.reshape(-1), absmax.reshape(-1), (N, K), prob.block).dequantize().half()
 
     bw = roofline.ceilings()["copy_GBps"]
+    probe, sms = build.load_file(build.ROOT / "tools" / "stream_probe.cu", solution=True), torch.cuda.get_device_properties(0).multi_processor_count
     no_bnb = bnb.unavailable()
     if no_bnb:
         print(f"bitsandbytes is not timed: {no_bnb}")
@@ -41,6 +46,11 @@ def main():
         timed.update({name: bench.time_fn(op, sets, reps=50) for name, op in ops.items()})
         if not no_bnb:
             timed[bnb.DEQUANT_OP] = bench.time_fn(bnb.dequant_op, sets, reps=50)
+        # The floor of the lesson's loop: the same bytes in and out with no decoding (the faster of two grid caps).
+        words, out = shape[0] * shape[1] // 8, torch.empty(shape[0] * shape[1] * 2, dtype=torch.uint8, device="cuda")
+        timed[results.NF4_MOVE_OP] = min(
+            (bench.time_fn(lambda q, am, cb, g=min(-(-words // 1024), cap * sms): probe.expand(q, am, out, words, g),
+                           sets, reps=50) for cap in (8, 16)), key=lambda t: t.median_us)
         base = timed["08 NF4 dequantize, codebook in global memory"].median_us
         vs_bnb = timed.get(bnb.DEQUANT_OP)
         print(f"\nN={shape[0]} K={shape[1]}: {prob.bytes(shape) / 1e6:.1f} MB, floor {prob.bytes(shape) / bw / 1e3:.1f} µs")
@@ -59,7 +69,6 @@ def main():
 
     # The fused GEMV against cuBLAS FP16 on FP16 weights, PyTorch's route (our dequantize, then cuBLAS) and lesson
     # 07's W4A16 GEMV on INT4 weights of the same size.
-    import torch
     lin, p4 = catalog.NF4_LINEAR, catalog.W4A16
     fused, fused_tiles = lin.bind(mod.gemv_nf4), catalog.NF4_TILES.bind(mod.gemv_nf4_tiles)
     deq = prob.bind(mod.dequant_nf4_pairs)

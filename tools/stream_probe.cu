@@ -9,6 +9,11 @@
 //   *_pdl       the same, launched with programmatic dependent launch: the next launch may start its loads
 //               while this one finishes (griddepcontrol), as a weight read may in a model's chain of kernels.
 // Each block folds what it read into one word (so no load is dead) and writes it to out[blockIdx.x].
+// And one kernel that writes, for lesson 08's dequantize kernels (tools/bench_nf4.py):
+//   expand      the bytes a 4-bit dequantize kernel moves, with no decoding: per packed word (8 weights) the word
+//               and its block's FP32 scale in, 16 bytes out, in lesson 08's loop (a thread per word, four words
+//               per trip, each warp instruction on consecutive bytes). What the lesson's kernels take beyond it
+//               is their decoding; what it takes is the floor for any kernel with that loop.
 // REQUIRES: sm_90
 #include <cuda_runtime.h>
 #include <cstdint>
@@ -120,6 +125,24 @@ __global__ void __launch_bounds__(256) read_bulk_kernel(const uint8_t* __restric
     }
 }
 
+__global__ void __launch_bounds__(256) expand_kernel(const uint32_t* __restrict__ packed, const float* __restrict__ scale,
+                                                    uint4* __restrict__ out, long words) {
+    const long stride = (long)gridDim.x * blockDim.x, lane = threadIdx.x % 32;
+    for (long w0 = blockIdx.x * (long)blockDim.x + threadIdx.x; w0 - lane < words; w0 += 4 * stride) {
+        uint32_t q[4];
+        float a[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const long w = w0 + u * stride;
+            q[u] = w < words ? __ldcs(packed + w) : 0u;
+            a[u] = w < words ? __ldg(scale + w / 8) : 0.f;
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u)  // every byte read reaches the output, so no load is dead
+            if (w0 + u * stride < words) __stcs(out + w0 + u * stride, make_uint4(q[u], __float_as_uint(a[u]), q[u], q[u]));
+    }
+}
+
 template <typename Kern, typename... Args>
 static void launch(Kern kernel, int grid, int smem, bool pdl, cudaStream_t stream, Args... args) {
     cudaLaunchConfig_t cfg = {};
@@ -160,4 +183,10 @@ EXPORT void read_bulk(const uint8_t* src, long long bytes, int* out, int grid, i
     }
     B(2) B(4) B(8)
 #undef B
+}
+
+// packed: `words` 4-byte words (16-byte aligned); scale: words / 8 floats; out: 16 bytes per word. grid: blocks of 256.
+EXPORT void expand(const uint8_t* packed, const float* scale, uint8_t* out, long long words, int grid, cudaStream_t stream) {
+    if (words > 0) launch(expand_kernel, grid, 0, false, stream, reinterpret_cast<const uint32_t*>(packed), scale,
+                          reinterpret_cast<uint4*>(out), (long)words);
 }
