@@ -3,10 +3,9 @@ tree, shared memory, registers with shuffles, a table of pairs) against PyTorch'
 own kernel (harness.bnb, on the same bytes), a kernel that moves the same bytes without decoding them
 (tools/stream_probe.cu: the floor of the lesson's loop) and the copy bandwidth; then the fused NF4 GEMV (on
 bitsandbytes' row-major bytes, and on the same bytes in 16-row tiles, repacked before timing) against cuBLAS FP16,
-dequantize + cuBLAS,
-bitsandbytes' matmul_4bit and lesson 07's W4A16 GEMV, each call timed on its own and replayed from a CUDA graph
-(bench.graph_fn, column graph_us: a decode step as a serving engine runs it). With --record the rows go to
-results/08.json, sections "dequant" and "gemv" (COURSE_RECORD=1 for the shipped file).
+dequantize + cuBLAS, bitsandbytes' matmul_4bit and lesson 07's W4A16 GEMV, each call timed on its own and replayed
+from a CUDA graph (bench.graph_fn, column graph_us: a decode step as a serving engine runs it). With --record the
+rows go to results/08.json, sections "dequant" and "gemv" (COURSE_RECORD=1 for the shipped file).
 
     python tools/bench_nf4.py [--exercises] [--record]
 """
@@ -34,7 +33,8 @@ def main():
         return quant.NF4Weight(packed.reshape(-1), absmax.reshape(-1), (N, K), prob.block).dequantize().half()
 
     bw = roofline.ceilings()["copy_GBps"]
-    probe, sms = build.load_file(build.ROOT / "tools" / "stream_probe.cu", solution=True), torch.cuda.get_device_properties(0).multi_processor_count
+    probe = build.load_file(build.ROOT / "tools" / "stream_probe.cu", solution=True)  # the floor's kernel
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
     no_bnb = bnb.unavailable()
     if no_bnb:
         print(f"bitsandbytes is not timed: {no_bnb}")
