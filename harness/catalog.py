@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import torch
 
 from .problems import (AddRMSNorm, DecodeAttention, DequantNF4, DequantW4, DequantW8, GemvLinear, Linear, NF4Linear,
-                       NF4TilesLinear, ScaleAdd, SiluMul, W4A8Linear, W4A16FragLinear, W4A16Linear, W4A16MarlinLinear,
-                       W4A16TilesLinear, W8A8Linear, W8A16Linear, W8A16TilesLinear)
+                       NF4TilesDQLinear, NF4TilesLinear, ScaleAdd, SiluMul, W4A8Linear, W4A16FragLinear, W4A16Linear,
+                       W4A16MarlinLinear, W4A16TilesLinear, W8A8Linear, W8A16Linear, W8A16TilesLinear)
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,7 @@ DEQUANT_W4 = DequantW4()
 DEQUANT_NF4 = DequantNF4()
 NF4_LINEAR = NF4Linear()
 NF4_TILES = NF4TilesLinear()
+NF4_TILES_DQ = NF4TilesDQLinear()
 W4A8 = W4A8Linear()
 W4A16_FRAG = W4A16FragLinear()
 W4A16_MARLIN = W4A16MarlinLinear()  # the baseline's problem (harness.marlin)
@@ -84,6 +85,7 @@ KERNELS = [
     Kernel(8, "nf4", "dequant_nf4_pairs", DEQUANT_NF4, ("08.c",), "08 NF4 dequantize, table of pairs in shared memory"),
     Kernel(8, "nf4", "gemv_nf4", NF4_LINEAR, ("08.c",), "08 fused NF4 GEMV"),
     Kernel(8, "nf4", "gemv_nf4_tiles", NF4_TILES, ("08.c",), "08 fused NF4 GEMV, 16-row tiles"),
+    Kernel(8, "nf4", "gemv_nf4_tiles_dq", NF4_TILES_DQ, ("08.c",), "08 fused NF4 GEMV, 16-row tiles, double-quantized absmax"),
     Kernel(9, "w4a8", "linear_w4a8", W4A8, ("09.a", "09.b"), "09 W4A8 (per-token quantize + INT4-to-INT8 GEMM)"),
     Kernel(10, "w4a16_pipe", "gemm_w4a16_writeback", W4A16, ("10.b",), "10.1 write-back to shared FP16"),
     Kernel(10, "w4a16_pipe", "gemm_w4a16_writeback_padded", W4A16, ("10.b",), "10.2 write-back, padded rows"),

@@ -694,6 +694,41 @@ class NF4TilesLinear(_Repacked, NF4Linear):
 
 
 @dataclass
+class NF4TilesDQLinear(NF4TilesLinear):
+    """Lesson 08: NF4TilesLinear's problem with double-quantized absmax (quant.double_quantize, bitsandbytes'
+    compress_statistics=True): `op(x, w, out=None)` with w a quant.NF4DQTiles. Launchers: `fn(x, packed, qabsmax,
+    absmax2, offset, code, codebook, y, M, N, K)`."""
+    name: str = "nf4_tiles_dq"
+
+    def bytes(self, shape):
+        """x, the packed weights, their absmax codes, absmax2 and the offset read once, y written once"""
+        M, N, K = shape
+        return 2 * M * K + N * K // 2 + N * K // self.block + 4 * -(-N * K // self.block // 256) + 4 + 2 * M * N
+
+    def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
+        from . import quant
+        M, N, K = shape
+        x, packed, absmax, _ = NF4Linear.make_inputs(self, shape, gen, device)
+        return x, quant.to_tiles(quant.double_quantize(quant.NF4Weight(packed.reshape(-1), absmax.reshape(-1), (N, K),
+                                                                       self.block)))
+
+    def bind(self, launcher, name: str | None = None):
+        from . import quant
+        rows = quant.TILE_ROWS
+
+        def tensors(w, K):
+            tiles = -(-w.n // rows)
+            return [(w.packed, torch.uint8, (tiles, K // 128, rows, 64), "w.packed (16-row tiles)"),
+                    (w.qabsmax, torch.uint8, (tiles, K // 128, 8, 2, 2), "w.qabsmax (16-row tiles)"),
+                    (w.absmax2, torch.float32, (-(-w.n * K // self.block // 256),), "w.absmax2"),
+                    (w.offset, torch.float32, (1,), "w.offset"), (w.code, torch.float32, (256,), "w.code"),
+                    (w.codebook, torch.float32, (16,), "w.codebook")]
+
+        return _bind_repacked(self, launcher, name, "nf4_tiles_dq_op", quant.NF4DQTiles,
+                              "quant.to_tiles(quant.double_quantize(quantize_nf4(W)))", tensors, unit="block")
+
+
+@dataclass
 class DequantW4(DequantW8):
     """W[N, K] = q · scale in FP16 from symmetric INT4 packed 8 per int32. Launchers: `fn(packed, scales, W, N, K)`."""
     name: str = "dequant_w4"

@@ -276,6 +276,7 @@ def w4a16_tiles_markdown(section: str = "table") -> str:
 
 
 NF4_TILES_OP = "(08) fused NF4 GEMV, 16-row tiles"
+NF4_DQ_OP = "(08) fused NF4 GEMV, tiles, double-quantized absmax"  # recorded since 11-24 (bitsandbytes' compress_statistics)
 BNB_DEQUANT_OP, BNB_LINEAR_OP = "bitsandbytes dequantize_4bit", "bitsandbytes matmul_4bit"  # harness.bnb's rows
 NF4_MOVE_OP = "the same bytes, no decoding (floor)"  # tools/stream_probe.cu's expand, timed by tools/bench_nf4.py
 
@@ -307,11 +308,11 @@ def nf4_markdown() -> str:
     sec = load(8, "gemv", prefer_local=False)
     ops = list(dict.fromkeys(r["op"] for r in sec["rows"]))
     tiles = NF4_TILES_OP in ops  # recorded since the tiled layout was added
-    vs = tiles and BNB_LINEAR_OP in ops
+    vs, dq = tiles and BNB_LINEAR_OP in ops, NF4_DQ_OP in ops
     extra = (" | tiles vs row-major | tiles vs cuBLAS FP16 | tiles % copy bw |" if tiles else " |") + (
-        " tiles vs bitsandbytes |" if vs else "")
+        " tiles vs bitsandbytes |" if vs else "") + (" double-quantized vs cuBLAS FP16 |" if dq else "")
     out += ["| K × N | M | " + " | ".join(ops) + " | NF4 vs cuBLAS FP16" + extra,
-            "|---|---:|" + "---:|" * (len(ops) + 1 + 3 * tiles + vs)]
+            "|---|---:|" + "---:|" * (len(ops) + 1 + 3 * tiles + vs + dq)]
     for shape in dict.fromkeys(tuple(r["shape"]) for r in sec["rows"]):
         cells = {r["op"]: r for r in sec["rows"] if tuple(r["shape"]) == shape}
         row, tile = cells["(08) fused NF4 GEMV"], cells.get(NF4_TILES_OP)
@@ -319,13 +320,17 @@ def nf4_markdown() -> str:
                    + f" | {row['speedup_vs_cublas']:.2f}×"
                    + (f" | {row['us'] / tile['us']:.2f}× | {tile['speedup_vs_cublas']:.2f}× | {_pct(tile):.1f}% |"
                       if tile else " |")
-                   + (f" {cells[BNB_LINEAR_OP]['us'] / tile['us']:.2f}× |" if vs else ""))
+                   + (f" {cells[BNB_LINEAR_OP]['us'] / tile['us']:.2f}× |" if vs else "")
+                   + (f" {cells[NF4_DQ_OP]['speedup_vs_cublas']:.2f}× |" if dq else ""))
     out.append(f"\nµs, median; weights rotated past L2; the two NF4 GEMVs are the same arithmetic on the same bytes in two "
                f"orders (on tiles at M ≤ 8, where a shape has more units of 16 outputs than blocks fit at once, one "
                f"generation of blocks computes them all: lesson 08, section 5)"
                + ("; bitsandbytes' matmul_4bit runs the kernel the library picks for the shape and GPU (here a SIMT GEMV "
                   "at M ≤ 4, except an mma kernel at M = 4 on N 14336; an mma kernel or dequantize + cuBLAS at M = 16)"
-                  if vs else "") + f". Measured on {env_line(sec)}.")
+                  if vs else "")
+               + ("; double-quantized: the same weights with each absmax an 8-bit code (bitsandbytes' "
+                  "compress_statistics), 4.13 bits per weight instead of 4.5" if dq else "")
+               + f". Measured on {env_line(sec)}.")
     return "\n".join(out)
 
 
@@ -335,7 +340,7 @@ GRAPH_ROUTES = {
     6: ("table", W8A16_TILES_OP, {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS": "(b) unfused cuBLAS"}),
     7: ("table", W4A16_TILES_OP, {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS": "dequantize + cuBLAS",
                                   "tinygemm": "tinygemm (_weight_int4pack_mm, bf16)", "Marlin": "Marlin"}),
-    8: ("gemv", NF4_TILES_OP, {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS": "dequantize NF4 + cuBLAS",
+    8: ("gemv", (NF4_TILES_OP, NF4_DQ_OP), {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS": "dequantize NF4 + cuBLAS",
                                "bitsandbytes": BNB_LINEAR_OP}),
     10: ("table", "(10) W4A16, fragment order", {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)",
                                                  "tinygemm": "tinygemm (_weight_int4pack_mm, bf16)", "Marlin": "Marlin",
@@ -343,7 +348,8 @@ GRAPH_ROUTES = {
     12: ("table", "(12) W4A16, TMA + wgmma", {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "Marlin": "Marlin",
                                               "lesson 07": "(07) W4A16", "lesson 10": "(10) W4A16, mma.sync"}),
 }
-GRAPH_KERNELS = {6: "06 W8A16", 7: "07 W4A16", 8: "08 NF4", 10: "10 W4A16", 12: "12 W4A16"}
+GRAPH_KERNELS = {6: "06 W8A16", 7: "07 W4A16", 8: "08 NF4", 10: "10 W4A16", 12: "12 W4A16",
+                 NF4_DQ_OP: "08 NF4, double-quantized"}
 
 
 def graph_markdown(lessons=(6, 7, 8), ms=None, shapes=None) -> str:
@@ -357,18 +363,19 @@ def graph_markdown(lessons=(6, 7, 8), ms=None, shapes=None) -> str:
     secs = []
     for l in lessons:
         section, op, base = GRAPH_ROUTES[l]
+        ops = op if isinstance(op, tuple) else (op,)
         sec = load(l, section, prefer_local=False)
         secs.append(sec)
         rows = {(r["op"], tuple(r["shape"])): r for r in sec["rows"]}
         for (o, s), r in rows.items():
-            if o != op or not r.get("graph_us") or (ms and s[0] not in ms) or (shapes and (s[2], s[1]) not in shapes):
+            if o not in ops or not r.get("graph_us") or (ms and s[0] not in ms) or (shapes and (s[2], s[1]) not in shapes):
                 continue
             cells = []
             for c in cols:
                 b = rows.get((base.get(c), s))
                 cells.append(two(b["us"] / r["us"], b["graph_us"] / r["graph_us"], lambda v: f"{v:.2f}×")
                              if b and b.get("graph_us") else "–")
-            out.append(f"| {GRAPH_KERNELS[l]} | {s[2]} × {s[1]} | {s[0]} | {two(r['us'], r['graph_us'], lambda v: f'{v:,.1f}')} | "
+            out.append(f"| {GRAPH_KERNELS.get(o, GRAPH_KERNELS[l])} | {s[2]} × {s[1]} | {s[0]} | {two(r['us'], r['graph_us'], lambda v: f'{v:,.1f}')} | "
                        f"{two(_pct(r), _pct(r) * r['us'] / r['graph_us'], lambda v: f'{v:.1f}%')} | " + " | ".join(cells) + " |")
     if len(out) == 2:
         return ("(no graph timings recorded yet: `tools/bench_w8a16.py`, `bench_w4a16.py`, `bench_nf4.py`, "

@@ -41,6 +41,41 @@ def test_dequantize_matches_bitsandbytes_to_the_bit():
     assert torch.equal(bnb.dequantize(w), w.dequantize().half())
 
 
+def test_dynamic_map_is_bitsandbytes():
+    import bitsandbytes.functional as F
+    assert torch.equal(quant.dynamic_map(), F.create_dynamic_map())
+
+
+def test_double_quantize_is_bitsandbytes_compress_statistics():
+    """Against bitsandbytes' quantize_4bit(compress_statistics=True) on the CPU: the same offset and absmax2, and
+    codes that decode to within one step of its: ours are the nearest code, its CPU quantizer's search picks the
+    other neighbour for a few values near the midpoint between two codes."""
+    import bitsandbytes.functional as F
+    W = _weights(300, 1024, 5)
+    dq = quant.double_quantize(quant.quantize_nf4(W))
+    packed, st = F.quantize_4bit(W, blocksize=64, compress_statistics=True, quant_type="nf4")
+    assert torch.equal(packed.reshape(-1), dq.packed) and torch.equal(st.offset.reshape(1), dq.offset)
+    assert torch.equal(st.state2.absmax, dq.absmax2) and torch.equal(st.state2.code, dq.code)
+    diff = st.absmax.int() - dq.qabsmax.int()
+    assert int(diff.abs().max()) <= 1 and int((diff != 0).sum()) < dq.qabsmax.numel() // 100
+    v = quant.quantize_nf4(W).absmax - dq.offset
+    g = torch.arange(v.numel()) // 256
+    ours, theirs = ((dq.code[q.long()] * dq.absmax2[g] - v).abs() for q in (dq.qabsmax, st.absmax))
+    assert (ours <= theirs).all()
+
+
+def test_double_quantized_bytes_decode_to_bitsandbytes_values():
+    """bitsandbytes' own double-quantized state, read as a quant.NF4DQWeight, decodes to its dequantize_4bit bit for
+    bit: the course's decoding (and the kernel's, which does the same FP32 multiply, then add) is its."""
+    import bitsandbytes.functional as F
+    W = _weights(64, 512, 9)
+    packed, st = F.quantize_4bit(W, blocksize=64, compress_statistics=True, quant_type="nf4")
+    w = quant.NF4DQWeight(packed.reshape(-1), st.absmax, st.state2.absmax, st.offset.reshape(1), st.state2.code,
+                          tuple(W.shape))
+    assert torch.equal(w.absmax_values(), F.dequantize_blockwise(st.absmax, st.state2) + st.offset)
+    assert torch.equal(w.dequantize(), F.dequantize_4bit(packed, st))
+
+
 def test_branchy_kernel_compiles_in_the_table():
     """Lesson 08's decision-tree kernel writes the 16 values as literals: they must be harness.quant.NF4's float32s."""
     for folder in ("kernels", "solutions"):
@@ -104,6 +139,24 @@ def test_lesson_08_dequantize_gives_bitsandbytes_values():
     got, w = catalog.DEQUANT_NF4.bind(mod.dequant_nf4_pairs)(*ins).float(), want.float()
     steps = (got - w).abs() / torch.clamp(w.abs() * 2 ** -10, min=2 ** -24)
     assert float(steps.max()) <= 3, f"dequant_nf4_pairs: up to {float(steps.max()):.2f} FP16 steps from bitsandbytes"
+
+
+@pytest.mark.gpu
+def test_lesson_08_double_quantized_gemv_reads_bitsandbytes_state():
+    """bitsandbytes' CUDA quantize_4bit(compress_statistics=True), repacked into tiles, through lesson 08's
+    gemv_nf4_tiles_dq: the product with the weights bitsandbytes' own dequantize_4bit gives, within FP16 tolerance,
+    on an odd N and M."""
+    import bitsandbytes.functional as F
+    mod = build.load(8, "nf4", solution=True)
+    W = _weights(1000, 4096, 11, "cuda").half()
+    packed, st = F.quantize_4bit(W, blocksize=64, compress_statistics=True, quant_type="nf4")
+    w = quant.NF4DQWeight(packed.reshape(-1), st.absmax, st.state2.absmax, st.offset.reshape(1).float(), st.state2.code,
+                          tuple(W.shape))
+    x = torch.randn(3, 4096, device="cuda", generator=torch.Generator(device="cuda").manual_seed(2)).half()
+    out = check.poisoned((3, 1000), torch.float16)
+    catalog.NF4_TILES_DQ.bind(mod.gemv_nf4_tiles_dq)(x, quant.to_tiles(w), out=out)
+    rep = check.compare(out, x.double() @ F.dequantize_4bit(packed, st).double().T, name="gemv_nf4_tiles_dq")
+    assert rep.ok, str(rep)
 
 
 @pytest.mark.gpu

@@ -203,7 +203,7 @@ def test_int4_tiles_hold_each_group_of_16_rows_contiguously(symmetric):
     assert tw.nbytes() == 3 * 3 * (1024 + 16 * 2 + (0 if symmetric else 16))
     with pytest.raises(ValueError, match="one group of 128 per K block"):
         quant.to_tiles(quant.quantize_int4(torch.randn(16, 256), 64))
-    with pytest.raises(TypeError, match="Int8Weight, Int4Weight or NF4Weight, got Tensor"):
+    with pytest.raises(TypeError, match="Int8Weight, Int4Weight, NF4Weight or NF4DQWeight, got Tensor"):
         quant.to_tiles(torch.zeros(16, 128))
 
 
@@ -224,6 +224,32 @@ def test_nf4_tiles_hold_each_k_item_of_16_rows_contiguously():
     assert tw.nbytes() == 3 * 3 * 1024 + 3 * 6 * 16 * 4
     with pytest.raises(ValueError, match="K a multiple of 128"):
         quant.to_tiles(quant.quantize_nf4(torch.randn(4, 192), 64))
+
+
+def test_nf4_double_quantized_tiles_hold_a_lanes_codes_per_k_item_as_one_word():
+    """Lesson 08: to_tiles(double_quantize(w)) keeps the bytes' tiles and stores the absmax code of row n, block j at
+    [n // 16, j // 2, n % 8, j % 2, (n % 16) // 8], the word a lane g = n % 8 loads per K item; rows() gives back
+    bitsandbytes' order, and the codes decode to within absmax2 / 2 of each absmax (1/254 of it at worst)."""
+    W = torch.randn(37, 384, generator=torch.Generator().manual_seed(8))
+    qw = quant.quantize_nf4(W, 64)
+    dq = quant.double_quantize(qw)
+    assert dq.qabsmax.dtype == torch.uint8 and dq.qabsmax.shape == (37 * 6,) and dq.absmax2.shape == (1,)
+    assert torch.equal(dq.packed, qw.packed) and torch.allclose(dq.offset, qw.absmax.mean().reshape(1))
+    err = (dq.absmax_values() - qw.absmax).abs()
+    assert float(err.max()) <= float(dq.absmax2.max()) / 2, "an absmax code is not the nearest"
+    t = quant.to_tiles(dq)
+    assert t.qabsmax.shape == (3, 3, 8, 2, 2) and t.qabsmax.is_contiguous() and (t.qabsmax[2, :, 5:, :, 0] == 0).all()
+    codes = dq.qabsmax.view(37, 6)
+    assert t.qabsmax[1, 2, 3, 1, 1] == codes[16 + 3 + 8, 5] and t.qabsmax[2, 0, 4, 0, 0] == codes[36, 0]
+    back = t.rows()
+    assert torch.equal(back.qabsmax, dq.qabsmax) and torch.equal(back.packed, qw.packed)
+    assert torch.equal(t.dequantize(), dq.dequantize()) and t.k == 384 and t.n == 37
+    assert t.nbytes() == 3 * 3 * 1024 + 3 * 6 * 16 + 4 + 4 and dq.nbytes() == 37 * 192 + 37 * 6 + 4 + 4
+    # 4.5 bits per weight → 4.127 on a large matrix (absmax2 per 256 blocks, one offset)
+    big = quant.double_quantize(quant.quantize_nf4(torch.randn(256, 4096), 64))
+    assert abs(big.nbytes() * 8 / (256 * 4096) - 4.127) < 0.001
+    with pytest.raises(TypeError, match="takes a quant.NF4Weight"):
+        quant.double_quantize(t)
 
 
 def test_per_token_int8():

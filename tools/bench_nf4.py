@@ -2,7 +2,8 @@
 tree, shared memory, registers with shuffles, a table of pairs) against PyTorch's lookup (harness.quant), bitsandbytes'
 own kernel (harness.bnb, on the same bytes), a kernel that moves the same bytes without decoding them
 (tools/stream_probe.cu: the floor of the lesson's loop) and the copy bandwidth; then the fused NF4 GEMV (on
-bitsandbytes' row-major bytes, and on the same bytes in 16-row tiles, repacked before timing) against cuBLAS FP16,
+bitsandbytes' row-major bytes, on the same bytes in 16-row tiles, repacked before timing, and on those tiles with the
+absmax double-quantized as bitsandbytes' compress_statistics does) against cuBLAS FP16,
 dequantize + cuBLAS, bitsandbytes' matmul_4bit and lesson 07's W4A16 GEMV, each call timed on its own and replayed
 from a CUDA graph (bench.graph_fn, column graph_us: a decode step as a serving engine runs it). With --record the
 rows go to results/08.json, sections "dequant" and "gemv" (COURSE_RECORD=1 for the shipped file).
@@ -71,6 +72,7 @@ def main():
     # 07's W4A16 GEMV on INT4 weights of the same size.
     lin, p4 = catalog.NF4_LINEAR, catalog.W4A16
     fused, fused_tiles = lin.bind(mod.gemv_nf4), catalog.NF4_TILES.bind(mod.gemv_nf4_tiles)
+    fused_dq = catalog.NF4_TILES_DQ.bind(mod.gemv_nf4_tiles_dq)
     deq = prob.bind(mod.dequant_nf4_pairs)
     w4 = p4.bind(build.load(7, "w4a16", solution=not a.exercises).linear_w4a16)
     grows = []
@@ -79,11 +81,14 @@ def main():
             s = (M, N, K)
             sets = bench.input_sets(lin, s)
             tw = {id(q): quant.to_tiles(quant.NF4Weight(q.reshape(-1), am.reshape(-1), (N, K))) for _, q, am, _ in sets}
+            dqw = {id(q): quant.to_tiles(quant.double_quantize(quant.NF4Weight(q.reshape(-1), am.reshape(-1), (N, K))))
+                   for _, q, am, _ in sets}
             tf = lambda op, sets: bench.time_fn(op, sets, reps=50, graph=True)
             timed = {"cuBLAS FP16 (FP16 weights)": tf(torch.nn.functional.linear, bench.input_sets(catalog.FP16, s)),
                      "dequantize NF4 + cuBLAS": tf(lambda x, q, am, cb: torch.nn.functional.linear(x, deq(q, am, cb)), sets),
                      "(08) fused NF4 GEMV": tf(fused, sets),
                      results.NF4_TILES_OP: tf(lambda x, q, am, cb: fused_tiles(x, tw[id(q)]), sets),
+                     results.NF4_DQ_OP: tf(lambda x, q, am, cb: fused_dq(x, dqw[id(q)]), sets),
                      "(07) fused W4A16 (INT4 weights)": tf(w4, bench.input_sets(p4, s))}
             if not no_bnb:
                 timed[bnb.LINEAR_OP] = tf(bnb.linear_op, sets)
@@ -91,7 +96,8 @@ def main():
             vs_bnb = timed.get(bnb.LINEAR_OP)
             print(f"\nM={M} N={N} K={K}: NF4 floor {lin.bytes(s) / bw / 1e3:.1f} µs")
             for name, t in timed.items():
-                nbytes = {"cuBLAS FP16 (FP16 weights)": catalog.FP16.bytes(s), "(07) fused W4A16 (INT4 weights)": p4.bytes(s)}.get(name, lin.bytes(s))
+                nbytes = {"cuBLAS FP16 (FP16 weights)": catalog.FP16.bytes(s), "(07) fused W4A16 (INT4 weights)": p4.bytes(s),
+                          results.NF4_DQ_OP: catalog.NF4_TILES_DQ.bytes(s)}.get(name, lin.bytes(s))
                 grows.append(dict(op=name, shape=list(s), desc=lin.describe(s), us=round(t.median_us, 2),
                                   gbs=round(nbytes / t.median_us / 1e3, 1),
                                   pct_copy_bw=round(100 * nbytes / bw / 1e3 / t.median_us, 1),

@@ -9,7 +9,9 @@
 //   dequant_nf4_shfl    the codebook in registers, entry l in lane l (and l + 16): a warp shuffle per weight;
 //   dequant_nf4_pairs   a 256-entry table of value pairs in shared memory: one lookup per byte (two weights);
 //   gemv_nf4            the fused decode GEMV: lesson 07's tensor-core GEMV reading NF4 through the pair table;
-//   gemv_nf4_tiles      the same GEMV on NF4 stored in 16-row tiles (quant.to_tiles, lessons 06 and 07).
+//   gemv_nf4_tiles      the same GEMV on NF4 stored in 16-row tiles (quant.to_tiles, lessons 06 and 07);
+//   gemv_nf4_tiles_dq   the same on double-quantized NF4 (bitsandbytes' compress_statistics): each absmax an 8-bit
+//                       code, 1 byte instead of 4 per 64 weights.
 // All write FP16 W (the unfused route of a W-NF4 A-FP16 layer) with the same loop (dequant_loop): a thread
 // takes a packed word (8 weights) at a time and writes 16 bytes.
 // REQUIRES: sm_80
@@ -264,19 +266,37 @@ __device__ __forceinline__ void lookup16(uint2 v, uint32_t col, uint32_t (&w)[8]
     }
 }
 
+// Plain NF4 has one FP32 absmax per 64 weights (`absmax`, tiled like the bytes on tiles). Double-quantized NF4 (DQ:
+// bitsandbytes' compress_statistics, QLoRA's "double quantization") has one byte, q8, per 64 weights, stored so that
+// a lane's four of a K item (two blocks × rows g and g + 8) are one 32-bit word, loaded with the item's weights,
+// and decoded as code[q] · a2[b / 256] + offset in FP32 (b: the block's index in bitsandbytes' row-major order; code:
+// its 256-value dynamic map; the multiply and the add each rounded, as bitsandbytes' dequantize_blockwise and its
+// `+ offset` are), so that the kernel multiplies by bitsandbytes' absmax to the bit.
+struct DQAbsmax {
+    const uint8_t* q8;
+    const float* a2;
+    const float* offset;
+    const float* code;
+};
+
 // TILES: the bytes stored in 16-row tiles (quant.to_tiles): tile [K/128][16 rows][64 bytes], absmax tile [K/64][16
 // rows], so a warp's 1 KB per m16 tile and K item is one contiguous piece. Only the addresses change: same lanes,
 // same arithmetic, the same output bit for bit.
 // PERSIST: the block computes units (16·R outputs) blockIdx.x, + gridDim.x, ... (lesson 07's GEMV on tiles does the
 // same): it fills its 32 KB table once for all of them, and each unit's partial tiles go to the other buffer than
 // the last unit's, whose sum may still be reading it, so one barrier per unit.
-template <int R, int NT, bool TILES = false, bool PERSIST = false>
+template <int R, int NT, bool TILES = false, bool PERSIST = false, bool DQ = false>
 // Blocks per SM: the 32 × 16 tile 1 (no spills), the 16 × 8 tile NF4_MIN_BLOCKS_1, the others NF4_MIN_BLOCKS.
 __global__ void __launch_bounds__(NTHREADS, R * NT == 4 ? 1 : R * NT == 1 ? NF4_MIN_BLOCKS_1 : NF4_MIN_BLOCKS)
 gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, const float* __restrict__ absmax,
-                const float* __restrict__ cb, __half* __restrict__ y, int M, int N, int K) {
+                const DQAbsmax dq, const float* __restrict__ cb, __half* __restrict__ y, int M, int N, int K) {
+    static_assert(TILES || !DQ, "double-quantized absmax: on tiles only");
     pdl_trigger();
     __shared__ uint32_t table[256];
+    __shared__ float code[DQ ? 256 : 1];  // the absmax codes' values (build_pairs' barrier publishes them)
+    if (DQ)
+        for (int i = threadIdx.x; i < 256; i += NTHREADS) code[i] = dq.code[i];
+    const float offset = DQ ? __ldg(dq.offset) : 0.f;
     build_pairs(table, cb);
 #if NF4_SPREAD
     // 32 lanes looking up random bytes in one 1 KB table meet in the same banks (3.5 of 3.7 shared wavefronts
@@ -295,6 +315,7 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
     __shared__ float red[PERSIST ? 2 : 1][NWARPS][R][NT][32][4];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int m0 = blockIdx.y * 8 * NT, items = K / 128, blocks = K / 64, units = (N + 16 * R - 1) / (16 * R);
+    constexpr int ASTEP = TILES ? 16 : 1;  // from one absmax block of a row to the next
     bool has[NT];
     const __half* xr[NT];
 #pragma unroll
@@ -306,6 +327,8 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
     // a zero row); its outputs are not stored.
     const uint8_t* wrow[R][2];
     const float* arow[R][2];
+    const uint32_t* qrow[R];  // DQ: the lane's absmax codes, a word per K item
+    uint32_t brow[R][2];      // DQ: the index of the row's first absmax block, row-major (for a2)
     auto start_unit = [&](int u) {
 #pragma unroll
         for (int r = 0; r < R; ++r)
@@ -314,14 +337,21 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
                 const int n = min(u * 16 * R + 16 * r + 8 * h + g, N - 1);
                 const size_t tile = min(u * R + r, (N - 1) / 16);
                 wrow[r][h] = TILES ? Wq + (tile * items * 16 + g) * 64 + 8 * t : Wq + (size_t)n * (K / 2) + 8 * t;
-                arow[r][h] = TILES ? absmax + tile * blocks * 16 + g : absmax + (size_t)n * blocks;
+                if (DQ) {
+                    qrow[r] = reinterpret_cast<const uint32_t*>(dq.q8) + (tile * items + 0) * 8 + g;
+                    brow[r][h] = (uint32_t)n * blocks;
+                } else arow[r][h] = TILES ? absmax + tile * blocks * 16 + g : absmax + (size_t)n * blocks;
             }
+    };
+    auto dq_absmax = [&](uint32_t qw, int byte, float a2) {  // DQ: code byte `byte` of the word, decoded
+        return __fadd_rn(__fmul_rn(code[(qw >> (8 * byte)) & 0xFFu], a2), offset);
     };
     start_unit(blockIdx.x);
     // From one K item to the next: bytes of a row, absmax values. On tiles, row g + 8 is 512 bytes and 8 values
     // after row g: offsets in the load instructions.
-    constexpr int WSTEP = TILES ? 16 * 64 : 64, ASTEP = TILES ? 16 : 1;
+    constexpr int WSTEP = TILES ? 16 * 64 : 64;
     uint2 wv[2][R][2][2];  // [ring][r][row h][block half]: this item and the next, 8 bytes each
+    uint32_t qv[2][R];     // DQ: [ring][r], the item's absmax codes
     // Whether one `if` guards all of an item's loads or each load has its own changes only ptxas's schedule of the
     // loop, but with five-instruction lookups that was 10% faster with one `if` for the 16 × 8 tile on tiles (N 4096,
     // K 14336: 16.9 → 15.1 µs; now within 1%) and is up to 16% faster with one per load on bitsandbytes' layout
@@ -336,6 +366,10 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
 #pragma unroll
                 for (int q = 0; q < 2; ++q)
                     if (ONE_BRANCH || it < items) wv[slot][r][h][q] = load_stream8(TILES ? wrow[r][0] + 512 * h + it * WSTEP + 32 * q : wrow[r][h] + it * 64 + 32 * q);
+        if (DQ)
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+                if (ONE_BRANCH || it < items) qv[slot][r] = __ldg(qrow[r] + it * 8);
     };
     load(0, warp);
     pdl_wait();  // x comes from the previous kernel; the table is built and the first weights are on their way
@@ -358,14 +392,18 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
                         xb[nt][q][4 * i] = v.x; xb[nt][q][4 * i + 1] = v.y; xb[nt][q][4 * i + 2] = v.z; xb[nt][q][4 * i + 3] = v.w;
                     }
 #pragma unroll
-            for (int r = 0; r < R; ++r)
+            for (int r = 0; r < R; ++r) {
+                float a2[2];  // DQ: blocks 2·it and 2·it + 1 of a row share their absmax2 (groups of 256 start even)
+                if (DQ)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) a2[h] = __ldg(dq.a2 + (brow[r][h] + 2 * it) / 256);
 #pragma unroll
                 for (int q = 0; q < 2; ++q) {
                     uint32_t lo[8], hi[8];
                     lookup16(wv[0][r][0][q], col, lo);
                     lookup16(wv[0][r][1][q], col, hi);
-                    const float s_lo = __ldg(TILES ? arow[r][0] + (2 * it + q) * ASTEP : arow[r][0] + 2 * it + q),
-                                s_hi = __ldg(TILES ? arow[r][0] + 8 + (2 * it + q) * ASTEP : arow[r][1] + 2 * it + q);
+                    const float s_lo = DQ ? dq_absmax(qv[0][r], 2 * q, a2[0]) : __ldg(TILES ? arow[r][0] + (2 * it + q) * ASTEP : arow[r][0] + 2 * it + q),
+                                s_hi = DQ ? dq_absmax(qv[0][r], 2 * q + 1, a2[1]) : __ldg(TILES ? arow[r][0] + 8 + (2 * it + q) * ASTEP : arow[r][1] + 2 * it + q);
 #pragma unroll
                     for (int nt = 0; nt < NT; ++nt) {
                         float blk[4] = {};
@@ -378,10 +416,13 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
                         acc[r][nt][2] += s_hi * blk[2], acc[r][nt][3] += s_hi * blk[3];
                     }
                 }
+            }
 #pragma unroll
-            for (int r = 0; r < R; ++r)
+            for (int r = 0; r < R; ++r) {
 #pragma unroll
                 for (int h = 0; h < 2; ++h) wv[0][r][h][0] = wv[1][r][h][0], wv[0][r][h][1] = wv[1][r][h][1];
+                if (DQ) qv[0][r] = qv[1][r];
+            }
         }
         if (PERSIST && u + (int)gridDim.x < units) {  // the next unit's first loads fly while this unit's sum is made
             start_unit(u + gridDim.x);
@@ -418,11 +459,11 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
 // three 16 × 8 blocks on some SMs where the grid has two per SM, and the kernel runs at the pace of its most crowded
 // SMs. Asking for shared memory that fits only the grid's share keeps them spread (as in lessons 06 and 10; the
 // decode step at batch 1 and 4: 4% faster, NOTES.md).
-template <int R, int NT, bool TILES, bool PERSIST>
-static void launch_nf4_kernel(dim3 grid, const __half* x, const uint8_t* Wq, const float* absmax, const float* cb,
+template <int R, int NT, bool TILES, bool PERSIST, bool DQ>
+static void launch_nf4_kernel(dim3 grid, const __half* x, const uint8_t* Wq, const float* absmax, const DQAbsmax& dq, const float* cb,
                               __half* y, int M, int N, int K, cudaStream_t stream) {
     constexpr int SMEM = NF4_SPREAD ? 256 * 32 * 4 : 0;
-    const auto kernel = gemv_nf4_kernel<R, NT, TILES, PERSIST>;
+    const auto kernel = gemv_nf4_kernel<R, NT, TILES, PERSIST, DQ>;
     static int sms = 0, sm_smem = 0, fit = 0;
     if (!sms) {
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
@@ -433,12 +474,12 @@ static void launch_nf4_kernel(dim3 grid, const __half* x, const uint8_t* Wq, con
     }
     const int share = (grid.x * grid.y + sms - 1) / sms;
     const size_t spread = g_pdl && NF4_PDL_SPREAD && share < fit ? sm_smem / (share + 1) + 1 : 0;  // share + 1 do not fit
-    launch_pdl(kernel, grid, NTHREADS, spread > SMEM ? spread : SMEM, stream, x, Wq, absmax, cb, y, M, N, K);
+    launch_pdl(kernel, grid, NTHREADS, spread > SMEM ? spread : SMEM, stream, x, Wq, absmax, dq, cb, y, M, N, K);
 }
 
-template <int R, int NT, bool TILES = false>
-static void launch_nf4(const __half* x, const uint8_t* Wq, const float* absmax, const float* cb, __half* y, int M, int N,
-                       int K, cudaStream_t stream) {
+template <int R, int NT, bool TILES, bool DQ>
+static void launch_nf4(const __half* x, const uint8_t* Wq, const float* absmax, const DQAbsmax& dq, const float* cb,
+                       __half* y, int M, int N, int K, cudaStream_t stream) {
     const dim3 grid((N + 16 * R - 1) / (16 * R), (M + 8 * NT - 1) / (8 * NT));
     // On tiles at M <= 8, where the units outnumber the blocks that fit at once (N 14336, K 4096: 896 units of 16
     // outputs for 396 blocks): one generation of blocks, each filling its table once and computing every
@@ -447,12 +488,12 @@ static void launch_nf4(const __half* x, const uint8_t* Wq, const float* absmax, 
     static int sms = 0, fit = 0;
     if (P && !sms) {
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, gemv_nf4_kernel<R, NT, TILES, P>, NTHREADS,
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, gemv_nf4_kernel<R, NT, TILES, P, DQ>, NTHREADS,
                                                       NF4_SPREAD ? 256 * 32 * 4 : 0);
     }
     if (P && fit > 0 && grid.x > (unsigned)(fit * sms))
-        launch_nf4_kernel<R, NT, TILES, P>(dim3(fit * sms), x, Wq, absmax, cb, y, M, N, K, stream);
-    else launch_nf4_kernel<R, NT, TILES, false>(grid, x, Wq, absmax, cb, y, M, N, K, stream);
+        launch_nf4_kernel<R, NT, TILES, P, DQ>(dim3(fit * sms), x, Wq, absmax, dq, cb, y, M, N, K, stream);
+    else launch_nf4_kernel<R, NT, TILES, false, DQ>(grid, x, Wq, absmax, dq, cb, y, M, N, K, stream);
 }
 
 static bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -497,23 +538,23 @@ EXPORT void dequant_nf4_pairs(const uint8_t* packed, const float* absmax, const 
 }
 
 // The fused GEMV for any M (re-reading the weights per 16 tokens past M = 16); K a multiple of 128.
-template <bool TILES>
-static void launch_gemv(const __half* x, const uint8_t* packed, const float* absmax, const float* codebook, __half* y,
-                        int M, int N, int K, cudaStream_t stream) {
+template <bool TILES, bool DQ = false>
+static void launch_gemv(const __half* x, const uint8_t* packed, const float* absmax, const DQAbsmax& dq,
+                        const float* codebook, __half* y, int M, int N, int K, cudaStream_t stream) {
     static int sms = 0;
     if (!sms) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
     // 32 outputs per block if that fills the SMs; up to 8 tokens, only if each warp also gets 8 K items or more: at
     // N = 14336, K = 4096 (4 items a warp) 16-output blocks, three per SM, take 22.1 µs against 24.0 (NOTES.md).
     const bool wide = NF4_R == 2 || (NF4_R == 0 && (N + 31) / 32 >= sms);
     const bool long_k = K / 128 >= 8 * NWARPS;
-    if (M <= 8) (wide && (long_k || NF4_R == 2) ? launch_nf4<2, 1, TILES> : launch_nf4<1, 1, TILES>)(x, packed, absmax, codebook, y, M, N, K, stream);
-    else (wide ? launch_nf4<2, 2, TILES> : launch_nf4<1, 2, TILES>)(x, packed, absmax, codebook, y, M, N, K, stream);
+    if (M <= 8) (wide && (long_k || NF4_R == 2) ? launch_nf4<2, 1, TILES, DQ> : launch_nf4<1, 1, TILES, DQ>)(x, packed, absmax, dq, codebook, y, M, N, K, stream);
+    else (wide ? launch_nf4<2, 2, TILES, DQ> : launch_nf4<1, 2, TILES, DQ>)(x, packed, absmax, dq, codebook, y, M, N, K, stream);
 }
 
 EXPORT void gemv_nf4(const __half* x, const uint8_t* packed, const float* absmax, const float* codebook, __half* y, int M,
                      int N, int K, cudaStream_t stream) {
     if (K % 128 || !aligned16(x) || reinterpret_cast<uintptr_t>(packed) % 8) return;
-    launch_gemv<false>(x, packed, absmax, codebook, y, M, N, K, stream);
+    launch_gemv<false>(x, packed, absmax, DQAbsmax{}, codebook, y, M, N, K, stream);
 }
 
 // The same GEMV on NF4 stored in 16-row tiles (quant.to_tiles): packed uint8 [ceil(N/16), K/128, 16, 64], absmax fp32
@@ -521,5 +562,15 @@ EXPORT void gemv_nf4(const __half* x, const uint8_t* packed, const float* absmax
 EXPORT void gemv_nf4_tiles(const __half* x, const uint8_t* packed, const float* absmax, const float* codebook, __half* y,
                            int M, int N, int K, cudaStream_t stream) {
     if (K % 128 || !aligned16(x) || reinterpret_cast<uintptr_t>(packed) % 8) return;
-    launch_gemv<true>(x, packed, absmax, codebook, y, M, N, K, stream);
+    launch_gemv<true>(x, packed, absmax, DQAbsmax{}, codebook, y, M, N, K, stream);
+}
+
+// The same GEMV on double-quantized NF4 in 16-row tiles (quant.to_tiles(quant.double_quantize(...))): qabsmax uint8
+// [ceil(N/16), K/128, 8, 2, 2] (quant.NF4DQTiles), absmax2 fp32 [ceil(N·K/64 / 256)] and offset fp32 [1] in
+// bitsandbytes' order, code fp32 [256] (its dynamic map, quant.dynamic_map()).
+EXPORT void gemv_nf4_tiles_dq(const __half* x, const uint8_t* packed, const uint8_t* qabsmax, const float* absmax2,
+                              const float* offset, const float* code, const float* codebook, __half* y, int M, int N,
+                              int K, cudaStream_t stream) {
+    if (K % 128 || !aligned16(x) || reinterpret_cast<uintptr_t>(packed) % 8) return;
+    launch_gemv<true, true>(x, packed, nullptr, DQAbsmax{qabsmax, absmax2, offset, code}, codebook, y, M, N, K, stream);
 }
