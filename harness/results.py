@@ -335,13 +335,13 @@ def nf4_markdown() -> str:
 
 
 # Lessons 06-08's decode GEMV on 16-row tiles and the baselines it is compared with, per lesson: (section, the GEMV's
-# op, {column: that baseline's op in this lesson's rows}).
+# op or ops, {column: that baseline's op in this lesson's rows}).
 GRAPH_ROUTES = {
     6: ("table", W8A16_TILES_OP, {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS": "(b) unfused cuBLAS"}),
     7: ("table", W4A16_TILES_OP, {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS": "dequantize + cuBLAS",
                                   "tinygemm": "tinygemm (_weight_int4pack_mm, bf16)", "Marlin": "Marlin"}),
-    8: ("gemv", (NF4_TILES_OP, NF4_DQ_OP), {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS": "dequantize NF4 + cuBLAS",
-                               "bitsandbytes": BNB_LINEAR_OP}),
+    8: ("gemv", (NF4_TILES_OP, NF4_DQ_OP), {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)",
+                                            "dequantize + cuBLAS": "dequantize NF4 + cuBLAS", "bitsandbytes": BNB_LINEAR_OP}),
     10: ("table", "(10) W4A16, fragment order", {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)",
                                                  "tinygemm": "tinygemm (_weight_int4pack_mm, bf16)", "Marlin": "Marlin",
                                                  "lesson 07": "(07) W4A16"}),

@@ -83,3 +83,35 @@ def test_wmma_fragment_layout_is_mma_sync_s():
     assert not probe.mismatches(where), "\n".join(probe.mismatches(where)[:10])
     assert reads[0].tolist() == reads[1].tolist() == [1] * 8 + [0] * 8, reads
     assert reads[2].tolist()[:8] == reads[3].tolist()[:8] == [1] * 8, reads
+
+
+@pytest.mark.gpu
+def test_floor_movers_carry_every_byte():
+    """Lesson 08's floor (tools/stream_probe.cu): `expand` and the bulk copy engine's `expand_bulk` write, per packed
+    word, (word, its scale, word, word), every output written (poisoned first), with blocks that loop over several
+    chunks; `expand_bulk` leaves a word count that is not a multiple of its chunk alone; `fill` writes every word."""
+    import torch
+    cap = torch.cuda.get_device_capability()
+    if cap < (9, 0):
+        pytest.skip(f"the bulk copy engine needs sm_90; this GPU is sm_{cap[0]}{cap[1]}")
+    mod = build.load_file(build.ROOT / "tools" / "stream_probe.cu", solution=True)
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    for words, movers in ((5 * 1024, ("expand", 4, 8)), (1000, ("expand",))):
+        q = torch.randint(-2**31, 2**31 - 1, (words,), dtype=torch.int32, device="cuda", generator=gen)
+        s = torch.rand(words // 8, device="cuda", generator=gen)
+        want = torch.stack([q, s.view(torch.int32).repeat_interleave(8), q, q], 1).reshape(-1)
+        for m in movers:
+            out = torch.full((words * 4,), -1, dtype=torch.int32, device="cuda")
+            if m == "expand":
+                mod.expand(q.view(torch.uint8), s, out.view(torch.uint8), words, 2)
+            else:
+                mod.expand_bulk(q.view(torch.uint8), s, out.view(torch.uint8), words, 2, m)
+            torch.cuda.synchronize()
+            assert torch.equal(out, want), f"{m} stages" if m != "expand" else "expand"
+    out = torch.full((1000 * 4,), -1, dtype=torch.int32, device="cuda")
+    mod.expand_bulk(q.view(torch.uint8), s, out.view(torch.uint8), 1000, 2, 4)
+    mod.fill(out.view(torch.uint8)[:999 * 16], 999, 3)
+    torch.cuda.synchronize()
+    o = out.view(1000, 4)
+    assert torch.equal(o[:999, 0], torch.arange(999, dtype=torch.int32, device="cuda")) and (o[:999, 1:] == torch.tensor(
+        [1, 2, 3], dtype=torch.int32, device="cuda")).all() and (o[999] == -1).all()

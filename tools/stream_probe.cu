@@ -14,6 +14,10 @@
 //               and its block's FP32 scale in, 16 bytes out, in lesson 08's loop (a thread per word, four words
 //               per trip, each warp instruction on consecutive bytes). What the lesson's kernels take beyond it
 //               is their decoding; what it takes is the floor for any kernel with that loop.
+//   expand_bulk the same bytes moved by the bulk copy engine both ways: chunks of 1024 words and their scales
+//               into a ring of S stages, each chunk's 16 KB out from a shared-memory buffer (cp.async.bulk
+//               global ← shared, evict-first); the block's threads only rearrange. Is the floor the loop's or DRAM's?
+//   fill        the writes alone, in lesson 08's loop (tools/probe_floor.py times all three).
 // REQUIRES: sm_90
 #include <cuda_runtime.h>
 #include <cstdint>
@@ -143,6 +147,70 @@ __global__ void __launch_bounds__(256) expand_kernel(const uint32_t* __restrict_
     }
 }
 
+__global__ void __launch_bounds__(256) fill_kernel(uint4* __restrict__ out, long words) {
+    const long stride = (long)gridDim.x * blockDim.x;
+    for (long w0 = blockIdx.x * (long)blockDim.x + threadIdx.x; w0 < words; w0 += 4 * stride)
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+            if (w0 + u * stride < words) __stcs(out + w0 + u * stride, make_uint4((uint32_t)(w0 + u * stride), 1u, 2u, 3u));
+}
+
+constexpr int CHUNK_WORDS = 1024, CHUNK_IN = CHUNK_WORDS * 4 + CHUNK_WORDS / 8 * 4;  // 4 KB words + 512 B scales
+
+__device__ __forceinline__ void bulk_store(void* dst, uint32_t src, uint32_t bytes) {
+    HOPPER(asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;\n"
+                        ::"l"(dst), "r"(src), "r"(bytes), "l"(0x12F0000000000000ull) : "memory"));  // evict first
+}
+
+// Block b moves chunks b, b + grid, …: thread 0 keeps S chunks' loads in flight and, after each chunk is rearranged
+// into one of two output buffers, stores it with one bulk copy; a buffer is written again only once the bulk
+// engine has read it (wait_group.read 1).
+template <int S>
+__global__ void __launch_bounds__(256) expand_bulk_kernel(const uint32_t* __restrict__ packed,
+                                                         const float* __restrict__ scale, uint4* __restrict__ out,
+                                                         long chunks) {
+    extern __shared__ __align__(128) uint8_t smem[];
+    __shared__ __align__(8) uint64_t full[S];
+    const uint32_t rbase = (uint32_t)__cvta_generic_to_shared(smem), fbase = (uint32_t)__cvta_generic_to_shared(full);
+    uint4* obuf = reinterpret_cast<uint4*>(smem + S * CHUNK_IN);  // two buffers of 16 KB after the ring
+    auto issue = [&](long c, int s) {
+        mbar_expect_tx(fbase + 8 * s, CHUNK_IN);
+        bulk_copy(rbase + s * CHUNK_IN, packed + c * CHUNK_WORDS, CHUNK_WORDS * 4, fbase + 8 * s);
+        bulk_copy(rbase + s * CHUNK_IN + CHUNK_WORDS * 4, scale + c * (CHUNK_WORDS / 8), CHUNK_WORDS / 2, fbase + 8 * s);
+    };
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < S; ++s) mbar_init(fbase + 8 * s, 1);
+        HOPPER(asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"));
+        for (int s = 0; s < S && blockIdx.x + (long)s * gridDim.x < chunks; ++s) issue(blockIdx.x + (long)s * gridDim.x, s);
+    }
+    __syncthreads();
+    int k = 0;
+    for (long c = blockIdx.x; c < chunks; c += gridDim.x, ++k) {
+        const int s = k % S, b = k & 1;
+        mbar_wait(fbase + 8 * s, (uint32_t)((k / S) & 1));
+        const uint32_t* q = reinterpret_cast<const uint32_t*>(smem + s * CHUNK_IN);
+        const float* a = reinterpret_cast<const float*>(smem + s * CHUNK_IN + CHUNK_WORDS * 4);
+        uint4 v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const int w = threadIdx.x + 256 * u;
+            v[u] = make_uint4(q[w], __float_as_uint(a[w / 8]), q[w], q[w]);
+        }
+        if (threadIdx.x == 0) HOPPER(asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory"));
+        __syncthreads();  // buffer b is free (its store two chunks ago has been read)
+#pragma unroll
+        for (int u = 0; u < 4; ++u) obuf[b * CHUNK_WORDS + threadIdx.x + 256 * u] = v[u];
+        HOPPER(asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"));  // visible to the bulk engine
+        __syncthreads();  // stage s read and buffer b written by every thread
+        if (threadIdx.x == 0) {
+            bulk_store(out + c * CHUNK_WORDS, rbase + S * CHUNK_IN + b * CHUNK_WORDS * 16, CHUNK_WORDS * 16);
+            HOPPER(asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"));
+            if (c + (long)S * gridDim.x < chunks) issue(c + (long)S * gridDim.x, s);
+        }
+    }
+    if (threadIdx.x == 0) HOPPER(asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"));
+}
+
 template <typename Kern, typename... Args>
 static void launch(Kern kernel, int grid, int smem, bool pdl, cudaStream_t stream, Args... args) {
     cudaLaunchConfig_t cfg = {};
@@ -189,4 +257,25 @@ EXPORT void read_bulk(const uint8_t* src, long long bytes, int* out, int grid, i
 EXPORT void expand(const uint8_t* packed, const float* scale, uint8_t* out, long long words, int grid, cudaStream_t stream) {
     if (words > 0) launch(expand_kernel, grid, 0, false, stream, reinterpret_cast<const uint32_t*>(packed), scale,
                           reinterpret_cast<uint4*>(out), (long)words);
+}
+
+// The same with the bulk copy engine; words a multiple of 1024 (tools/probe_floor.py checks), stages ∈ {4, 8}.
+EXPORT void expand_bulk(const uint8_t* packed, const float* scale, uint8_t* out, long long words, int grid, int stages,
+                        cudaStream_t stream) {
+    if (words <= 0 || words % CHUNK_WORDS) return;
+    const auto q = reinterpret_cast<const uint32_t*>(packed);
+    const auto o = reinterpret_cast<uint4*>(out);
+#define E(S)                                                                                                   \
+    if (stages == S) {                                                                                         \
+        const int smem = S * CHUNK_IN + 2 * CHUNK_WORDS * 16;                                                  \
+        cudaFuncSetAttribute(expand_bulk_kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);        \
+        launch(expand_bulk_kernel<S>, grid, smem, false, stream, q, scale, o, (long)(words / CHUNK_WORDS));    \
+    }
+    E(4) E(8)
+#undef E
+}
+
+// out: 16 bytes per word, written with lesson 08's loop and nothing read.
+EXPORT void fill(uint8_t* out, long long words, int grid, cudaStream_t stream) {
+    if (words > 0) launch(fill_kernel, grid, 0, false, stream, reinterpret_cast<uint4*>(out), (long)words);
 }

@@ -325,7 +325,7 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
                 const size_t tile = min(u * R + r, (N - 1) / 16);
                 wrow[r][h] = TILES ? Wq + (tile * items * 16 + g) * 64 + 8 * t : Wq + (size_t)n * (K / 2) + 8 * t;
                 if (DQ) {
-                    qrow[r] = reinterpret_cast<const uint32_t*>(dq.q8) + (tile * items + 0) * 8 + g;
+                    qrow[r] = reinterpret_cast<const uint32_t*>(dq.q8) + tile * items * 8 + g;
                     brow[r][h] = (uint32_t)n * blocks;
                 } else arow[r][h] = TILES ? absmax + tile * blocks * 16 + g : absmax + (size_t)n * blocks;
             }
@@ -558,6 +558,7 @@ EXPORT void gemv_nf4_tiles(const __half* x, const uint8_t* packed, const float* 
 EXPORT void gemv_nf4_tiles_dq(const __half* x, const uint8_t* packed, const uint8_t* qabsmax, const float* absmax2,
                               const float* offset, const float* code, const float* codebook, __half* y, int M, int N,
                               int K, cudaStream_t stream) {
-    if (K % 128 || !aligned16(x) || reinterpret_cast<uintptr_t>(packed) % 8) return;
+    if (K % 128 || !aligned16(x) || reinterpret_cast<uintptr_t>(packed) % 8 || reinterpret_cast<uintptr_t>(qabsmax) % 4)
+        return;
     launch_gemv<true, true>(x, packed, nullptr, DQAbsmax{qabsmax, absmax2, offset, code}, codebook, y, M, N, K, stream);
 }
