@@ -321,12 +321,18 @@ class NF4Layer:
     """NF4 weights (bitsandbytes' quantization, block 64) repacked into 16-row tiles, lesson 08's GEMV on tiles
     (`gemv_nf4_tiles`)."""
 
+    launcher = "gemv_nf4_tiles"
+
     def __init__(self, W, solution=None):
         parts = _by_rows(W, lambda w: quant.quantize_nf4(w, 64))
         self.n, self.k = W.shape
-        self.w = quant.to_tiles(quant.NF4Weight(torch.cat([p.packed for p in parts]),
-                                                torch.cat([p.absmax for p in parts]), (self.n, self.k), 64))
-        self.op, self.module = _kernel_op(8, "gemv_nf4_tiles", solution)
+        self.w = self._tiles(quant.NF4Weight(torch.cat([p.packed for p in parts]),
+                                             torch.cat([p.absmax for p in parts]), (self.n, self.k), 64))
+        self.op, self.module = _kernel_op(8, self.launcher, solution)
+
+    @staticmethod
+    def _tiles(w: quant.NF4Weight):
+        return quant.to_tiles(w)
 
     def __call__(self, x, out):
         return self.op(x, self.w, out=out)
@@ -336,6 +342,21 @@ class NF4Layer:
 
     def dequantized(self):
         return _nf4_dequantized(self.w.rows())
+
+
+class NF4DQLayer(NF4Layer):
+    """NF4Layer's weights with their absmax double-quantized (`quant.double_quantize`, bitsandbytes'
+    compress_statistics=True: an 8-bit code per 64 weights, an FP32 absmax2 per 256 codes), lesson 08's
+    `gemv_nf4_tiles_dq`. The whole layer's absmax values share one offset, as bitsandbytes' do."""
+
+    launcher = "gemv_nf4_tiles_dq"
+
+    @staticmethod
+    def _tiles(w: quant.NF4Weight):
+        return quant.to_tiles(quant.double_quantize(w))
+
+    def dequantized(self):
+        return _nf4_dequantized(self.w.rows().rows())
 
 
 class MarlinLayer:
@@ -417,6 +438,9 @@ class Format:
     label: str
     layer: type
     bits: float  # stored bits per weight, scales included
+    # the stated tolerances on ‖Δ logits‖ / ‖logits‖ (lesson 11, section 5; tests/test_decode.py): against an FP16
+    # model holding the format's own dequantized weights (the kernels), and against the FP16 weights (quantization)
+    tolerance: tuple = (5e-3, 0.2)
 
     def weight_bytes(self, cfg: Config) -> float:
         return cfg.linear_params() * self.bits / 8
@@ -424,10 +448,12 @@ class Format:
 
 FORMATS = {f.name: f for f in [
     Format("fp16", "FP16 (cuBLAS)", DenseLinear, 16),
-    Format("w8a16", "W8A16 (lesson 06)", W8A16Layer, 8 + 16 / 128),
+    Format("w8a16", "W8A16 (lesson 06)", W8A16Layer, 8 + 16 / 128, (5e-3, 0.02)),
     Format("w4a16", "W4A16 (lesson 10)", W4A16FragLayer, 4 + 16 / 128),
     Format("w4a16_07", "W4A16 (lesson 07)", W4A16Layer, 4 + 16 / 128),
     Format("nf4", "NF4 (lesson 08)", NF4Layer, 4 + 32 / 64),
+    # an 8-bit code per 64 weights and an FP32 absmax2 per 256 codes (the one offset per layer is not counted)
+    Format("nf4dq", "NF4 DQ (lesson 08)", NF4DQLayer, 4 + 8 / 64 + 32 / (64 * 256)),
 ]}
 # Third-party kernels on the same weights, for comparison (not in the lesson's run by default):
 # tools/bench_decode.py --formats fp16 w4a16 marlin nf4 nf4_bnb. Marlin reads a scaled zero point per group too.
