@@ -342,18 +342,20 @@ GRAPH_ROUTES = {
                                   "tinygemm": "tinygemm (_weight_int4pack_mm, bf16)", "Marlin": "Marlin"}),
     8: ("gemv", (NF4_TILES_OP, NF4_DQ_OP), {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)",
                                             "dequantize + cuBLAS": "dequantize NF4 + cuBLAS", "bitsandbytes": BNB_LINEAR_OP}),
+    9: ("table", "(09) W4A8", {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "lesson 07": "(07) W4A16",
+                               "lesson 06 W8A8": "(06) W8A8", "torch W8A8": "torch W8A8 (quantize + _int_mm + scale)"}),
     10: ("table", "(10) W4A16, fragment order", {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)",
                                                  "tinygemm": "tinygemm (_weight_int4pack_mm, bf16)", "Marlin": "Marlin",
                                                  "lesson 07": "(07) W4A16"}),
     12: ("table", "(12) W4A16, TMA + wgmma", {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "Marlin": "Marlin",
                                               "lesson 07": "(07) W4A16", "lesson 10": "(10) W4A16, mma.sync"}),
 }
-GRAPH_KERNELS = {6: "06 W8A16", 7: "07 W4A16", 8: "08 NF4", 10: "10 W4A16", 12: "12 W4A16",
+GRAPH_KERNELS = {6: "06 W8A16", 7: "07 W4A16", 8: "08 NF4", 9: "09 W4A8", 10: "10 W4A16", 12: "12 W4A16",
                  NF4_DQ_OP: "08 NF4, double-quantized"}
 
 
 def graph_markdown(lessons=(6, 7, 8), ms=None, shapes=None) -> str:
-    """The decode kernels of lessons 06-08 (GEMVs on 16-row tiles) and 10 timed two ways in one run, each with its
+    """The decode kernels of lessons 06-08 (GEMVs on 16-row tiles), 09, 10 and 12 timed two ways in one run, each with its
     baselines: every call between its own events (the course's tables), and replayed from a CUDA graph as a serving
     engine runs a decode step (bench.graph_fn). Cells read "per call → graph"."""
     cols = list(dict.fromkeys(c for l in lessons for c in GRAPH_ROUTES[l][2]))
@@ -379,7 +381,7 @@ def graph_markdown(lessons=(6, 7, 8), ms=None, shapes=None) -> str:
                        f"{two(_pct(r), _pct(r) * r['us'] / r['graph_us'], lambda v: f'{v:.1f}%')} | " + " | ".join(cells) + " |")
     if len(out) == 2:
         return ("(no graph timings recorded yet: `tools/bench_w8a16.py`, `bench_w4a16.py`, `bench_nf4.py`, "
-                "`bench_w4a16_pipe.py`, `bench_w4a16_wgmma.py` record them)")
+                "`bench_w4a8.py`, `bench_w4a16_pipe.py`, `bench_w4a16_wgmma.py` record them)")
     envs = list(dict.fromkeys(env_line(sec) for sec in secs))
     out.append(f"\nµs, median, per call → in a CUDA graph of 20 or more calls (`bench.graph_fn`); weights rotated past L2; "
                f"each baseline timed both ways in the same run; % of lesson 00's copy bandwidth. Measured on "
@@ -567,6 +569,7 @@ README_TABLES = {
     "decode_graph": lambda: graph_markdown(ms=(1, 16), shapes=((8192, 8192), (4096, 14336), (14336, 4096))),
     "10_graph": lambda: graph_markdown((10,), ms=(1, 16, 32)),
     "09_w4a8": w4a8_markdown,
+    "09_graph": lambda: graph_markdown((9,)),
     "10_ladder": pipe_ladder_markdown,
     "10_w4a16": pipe_markdown,
     "11_decode": decode_markdown,
