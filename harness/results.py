@@ -334,8 +334,8 @@ def nf4_markdown() -> str:
     return "\n".join(out)
 
 
-# Lessons 06-08's decode GEMV on 16-row tiles and the baselines it is compared with, per lesson: (section, the GEMV's
-# op or ops, {column: that baseline's op in this lesson's rows}).
+# Each lesson's decode kernel (06-08: the GEMV on 16-row tiles) and the baselines it is compared with in a graph, per
+# lesson: (section, the kernel's op or ops, {column: that baseline's op in this lesson's rows}).
 GRAPH_ROUTES = {
     6: ("table", W8A16_TILES_OP, {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS": "(b) unfused cuBLAS"}),
     7: ("table", W4A16_TILES_OP, {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS": "dequantize + cuBLAS",
