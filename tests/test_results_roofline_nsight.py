@@ -6,7 +6,7 @@ import matplotlib
 import pytest
 import torch
 
-from harness import bench, nsight, problems, results, roofline, toolchain
+from harness import bench, build, nsight, problems, results, roofline, toolchain
 
 matplotlib.use("Agg")
 
@@ -94,6 +94,24 @@ def test_graph_table_reads_per_call_then_graph(monkeypatch):
 
 def test_readme_tables_are_generated_from_results():
     assert results.update_readme(check=True), "README tables are stale: run python -m harness.results readme"
+
+
+def test_markdown_tables_are_not_cut_by_a_blank_line():
+    """A blank line ends a Markdown table: rows after it render as a paragraph of pipes (the lessons table once lost
+    lessons 11 and 12 that way). A table row after a blank line must start a new table (a header and its |---| line)."""
+    texts = [("README.md", (build.ROOT / "README.md").read_text())]
+    texts += [(p.parent.name + "/nsight.md", p.read_text()) for p in sorted((build.ROOT / "solutions").glob("*/nsight.md"))]
+    for nb in sorted((build.ROOT / "lessons").glob("*.ipynb")):
+        cells = json.loads(nb.read_text())["cells"]
+        texts += [(f"{nb.name}, cell {j}", "".join(c["source"])) for j, c in enumerate(cells) if c["cell_type"] == "markdown"]
+    for where, text in texts:
+        lines = text.split("\n")
+        for i in range(1, len(lines) - 1):
+            if lines[i].strip() or not lines[i + 1].startswith("|"):
+                continue
+            prev = next((l for l in reversed(lines[:i]) if l.strip()), "")
+            new_table = i + 2 < len(lines) and lines[i + 2].startswith("|-")
+            assert not prev.startswith("|") or new_table, f"{where}, line {i + 1}: a blank line inside a table"
 
 
 def test_ceilings_and_floor():
