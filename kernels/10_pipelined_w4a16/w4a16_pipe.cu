@@ -6,7 +6,8 @@
 //   gemm_w4a16_writeback_padded  the same with the FP16 tile's rows padded by 16 bytes (the bank conflicts);
 //   gemm_w4a16_frag              weights in fragment order (harness/quant.py, to_fragments): a lane's 16-byte
 //                                load is its own A fragments of four mma steps, dequantized in registers;
-//   gemm_w4a16_frag_pipe         + a cp.async ring of TILE_STAGES K tiles, so loads overlap the math;
+//   gemm_w4a16_frag_pipe         + a cp.async ring of TILE_STAGES K tiles (TILE_STAGES_M8 at M <= 8 unsplit), so
+//                                loads overlap the math;
 //   linear_w4a16_frag            + split-K where the output tiles cannot fill the SMs: the lesson's kernel.
 // Every step: x through ldmatrix from a swizzled shared tile, mma.sync m16n8k16 with the weights as A (16
 // outputs) and x as B (8 tokens), FP32 accumulation. The first four are single-K-range (no split) on purpose.
@@ -46,6 +47,9 @@ static void launch_pdl(void (*kernel)(P...), dim3 grid, int threads, size_t smem
 
 #ifndef TILE_STAGES
 #define TILE_STAGES 4  // cp.async ring depth of the pipelined steps (the 128-token tile: 3, for shared memory)
+#endif
+#ifndef TILE_STAGES_M8
+#define TILE_STAGES_M8 5  // ... of the 8-token tile (M <= 8) where K is not split (its stage is the smallest: 10 KB)
 #endif
 #ifndef TILE_SPLIT_COST
 #define TILE_SPLIT_COST 4  // what a block costs besides its K tiles, in K tiles (choosing the split; lesson 09)
@@ -486,6 +490,11 @@ static void launch_cfg(const __half* x, const int32_t* Wq, const __half* scales,
             if (cost(s) < cost(splits)) splits = s;
         if (splits > 1 && !reserve_split((size_t)ntiles * splits * BM * TBN * sizeof(float), ntiles, stream)) splits = 1;
     }
+    // Unsplit at M <= 8, a deeper ring: K 4096, N 14336 (112 tiles, one block per SM) 14.5 → 13.9 µs in a graph with
+    // a fifth stage. Where the tiles are split it gained nothing (8192², K 14336) or lost (4096²: 8.2 → 8.7 µs), and
+    // from 16 tokens on it gained nothing and cost up to 3% at 32 (NOTES.md).
+    if constexpr (BM == 8 && STAGES == TILE_STAGES && TILE_STAGES_M8 != TILE_STAGES)
+        if (splits == 1) return launch_cfg<MODE, BM, WM, TILE_STAGES_M8>(x, Wq, scales, y, M, N, K, false, stream);
     // Under PDL the blocks start while the kernel before still holds part of each SM, and up to 5 of them (M ≤ 16)
     // would crowd onto the SMs with room; the memory-bound kernel then waits on its most crowded SMs. Asking for a
     // third of an SM's shared memory keeps them at two per SM, as the split counts (lesson 11 at batch 1: 2,820 µs a
