@@ -147,8 +147,8 @@ __global__ void __launch_bounds__(NORM_THREADS) add_rmsnorm_kernel(const __half*
 // splitting the keys is "flash-decoding"). In a block each of 8 warps walks every 8th position of its range with its
 // own running ("online") softmax per q head, as FlashAttention does: a running max m, a running sum l of 2^(s − m),
 // and the running 2^(s − m)-weighted sum of v, rescaled whenever m grows. The warps' states are merged in shared
-// memory; with several splits each block stores its merged states and the last block of a (sequence, group) to
-// finish merges them all. Scores are in log2 units (q is pre-scaled by log2(e) / sqrt(128)), so every exponential is
+// memory; with several splits each block stores its merged states and the split launched last of a (sequence, group)
+// merges them all. Scores are in log2 units (q is pre-scaled by log2(e) / sqrt(128)), so every exponential is
 // one exp2f.
 
 struct SoftmaxState {
@@ -302,7 +302,6 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) decode_attention_kernel(
             online_update(st[g], warp_sum(q[g][0] * k[0] + q[g][1] * k[1] + q[g][2] * k[2] + q[g][3] * k[3]), v);
 
     __shared__ float sm_m[G][ATT_WARPS], sm_l[G][ATT_WARPS], sm_acc[G][ATT_WARPS][HD];
-    __shared__ bool last;
 #pragma unroll
     for (int g = 0; g < G; ++g) {
         if (lane == 0) sm_m[g][warp] = st[g].m, sm_l[g][warp] = st[g].l;
@@ -318,7 +317,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) decode_attention_kernel(
         }
         return;
     }
-    // Several splits: store this block's states, and let the last block of the (sequence, q heads) merge them all.
+    // Several splits: store this block's states, and let one block of the (sequence, q heads) merge them all.
     const size_t bh = (size_t)b * n_heads + h0;  // head h0 + g's states at work + ((bh + g) · splits + split) · PART
     for (int i = threadIdx.x; i < G * HD; i += ATT_WARPS * 32) {
         const int g = i / HD, d = i % HD;
@@ -327,15 +326,25 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) decode_attention_kernel(
         mine[2 + d] = r.a;
         if (d == 0) mine[0] = r.m, mine[1] = r.l;
     }
-    __threadfence();  // the states are visible to every block before the counter says so
+    // The (sequence, q heads)'s split launched last (its owner) merges: the others publish their states with one
+    // thread's release (a GPU-scope fence after the block's barrier, then a counter increment), the owner polls the
+    // counter with acquire loads. It may wait: blocks are dispatched in the order of their linear index, so the other
+    // splits (lower z) are running or done, and they wait on nothing (lesson 10's split-K does the same; NOTES.md).
     __syncthreads();
+    if (split != splits - 1) {
+        if (threadIdx.x == 0)
+            asm volatile("fence.acq_rel.gpu;\n"
+                         "red.relaxed.gpu.global.add.s32 [%0], 1;\n" ::"l"(counters + bh) : "memory");
+        return;
+    }
     if (threadIdx.x == 0) {
-        last = atomicAdd(counters + bh, 1) == splits - 1;
-        if (last) counters[bh] = 0;  // ready for the next call (a CUDA graph replays this kernel as it is)
+        int arrived;
+        do {
+            asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(arrived) : "l"(counters + bh) : "memory");
+        } while (arrived != splits - 1);
+        counters[bh] = 0;  // ready for the next call (a CUDA graph replays this kernel as it is)
     }
     __syncthreads();
-    if (!last) return;
-    __threadfence();
     __shared__ float sm_split[MAX_SPLITS * PART];
     for (int g = 0; g < G; ++g) {  // one head at a time through shared memory
         for (int i = threadIdx.x; i < splits * PART; i += ATT_WARPS * 32)
