@@ -448,7 +448,10 @@ class W4A16FragLinear(_Repacked, W4A16Linear):
     Launchers: `fn(x, packed, scales, y, M, N, K)` with packed int32 [ceil(N/16), K/64, 32, 4] and scales
     fp16 [K/128, ceil(N/16)·16]."""
     name: str = "w4a16_frag"
-    check_shapes: tuple = W4A16Linear.check_shapes + ((33, 136, 256), (130, 8, 512), (16, 384, 14336))
+    # (3, 4097, 1152), (5, 7000, 1408), (29, 4100, 1024): lesson 10 slices K (4, 2, 4 slices; the first two end on a
+    # partial stage)
+    check_shapes: tuple = W4A16Linear.check_shapes + ((33, 136, 256), (130, 8, 512), (16, 384, 14336), (5, 7000, 1408),
+                                                      (29, 4100, 1024))
 
     def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
         from . import quant

@@ -8,7 +8,8 @@
 //                                load is its own A fragments of four mma steps, dequantized in registers;
 //   gemm_w4a16_frag_pipe         + a cp.async ring of TILE_STAGES K tiles (TILE_STAGES_M8 at M <= 8 unsplit), so
 //                                loads overlap the math;
-//   linear_w4a16_frag            + split-K where the output tiles cannot fill the SMs: the lesson's kernel.
+//   linear_w4a16_frag            + split-K where the output tiles cannot fill the SMs (K slices within the block
+//                                where the split's parts would be short): the lesson's kernel.
 // Every step: x through ldmatrix from a swizzled shared tile, mma.sync m16n8k16 with the weights as A (16
 // outputs) and x as B (8 tokens), FP32 accumulation. The first four are single-K-range (no split) on purpose.
 // REQUIRES: sm_80
@@ -65,6 +66,15 @@ static void launch_pdl(void (*kernel)(P...), dim3 grid, int threads, size_t smem
 #endif
 #ifndef TILE_SPLIT_BLOCKS
 #define TILE_SPLIT_BLOCKS 2  // blocks per SM a wave counts (at most what fits)
+#endif
+#ifndef TILE_SLICE_K
+#define TILE_SLICE_K 1  // K slices within a block where narrower tiles fill the SMs (0: split K there instead)
+#endif
+#ifndef TILE_STAGES_KW
+#define TILE_STAGES_KW 4  // ring depth of the K-sliced blocks (a stage holds 2 or 4 K tiles)
+#endif
+#ifndef TILE_SLICE_MAX_KT
+#define TILE_SLICE_MAX_KT 8  // K slices replace a split whose parts would have fewer K tiles than this
 #endif
 #ifndef TILE_FULL_PCT
 #define TILE_FULL_PCT 80  // tiles of ≤ 32 tokens are not split once they alone give this % of the SMs a block (101: off)
@@ -171,14 +181,17 @@ __device__ __forceinline__ void x_frags(uint32_t (&b)[4], uint32_t addr) { (void
 
 // A block: 128 outputs × BM tokens, K tiles of 128 (one scale group) from its K range [kt_begin, kt_end).
 // 8 warps: WM along the tokens × 8 / WM along the outputs; a warp owns 16·MT outputs × 8·NT tokens.
+// With KW K slices (KW = 2 or 4, WM = 1): 128 / KW outputs, 8 / KW warps per slice; a stage holds KW consecutive
+// K tiles in this layout one after another, and slice k computes the stage's tile k.
 // Shared memory per stage: x (BM × 256 B), then the weights: FRAGMENTS: the block's 8 m16 tiles in fragment
 // order (1 KB each: two 64-wide K chunks × 32 lanes × 16 B) and its 128 scales (256 B); WRITEBACK*: lesson 07's
 // packed rows (128 × 64 B). WRITEBACK* also has one FP16 tile, 128 rows × (128 + PAD) halves.
-template <int MODE, int BM, int WM, int STAGES>
+template <int MODE, int BM, int WM, int STAGES, int KW = 1>
 struct Cfg {
-    static constexpr int TWN = 8 / WM, MT = TBN / TWN / 16, NT = BM / WM / 8;
-    static constexpr int X_BYTES = BM * 256, W_BYTES = TBN * 64, S_BYTES = MODE == FRAGMENTS ? TBN * 2 : 0;
-    static constexpr int STAGE = X_BYTES + W_BYTES + S_BYTES;
+    static_assert(KW == 1 || (MODE == FRAGMENTS && WM == 1), "K slices: fragment order, one warp row");
+    static constexpr int BN = TBN / KW, TWN = 8 / WM / KW, MT = BN / TWN / 16, NT = BM / WM / 8;  // BN: outputs per block
+    static constexpr int X_BYTES = BM * 256, W_BYTES = BN * 64, S_BYTES = MODE == FRAGMENTS ? BN * 2 : 0;
+    static constexpr int SUB = X_BYTES + W_BYTES + S_BYTES, STAGE = KW * SUB;  // a stage: KW K tiles, one per slice
     static constexpr int PAD = MODE == WRITEBACK_PADDED ? 8 : 0, WROW = GROUP + PAD;  // FP16 tile row, in halves
     static constexpr int SMEM = STAGES * STAGE + (MODE == FRAGMENTS ? 0 : TBN * WROW * 2);
     static constexpr int MIN_BLOCKS = BM <= 32 ? 2 : 1;
@@ -193,67 +206,83 @@ struct Cfg {
     static constexpr int LOAD_STEP = MODE != FRAGMENTS || STAGES == 1 ? 0 : TILE_LOAD_STEP >= 0 ? TILE_LOAD_STEP
                                                                          : BM >= 64 ? 3 : 0;
     static_assert(LOAD_STEP <= 4, "TILE_LOAD_STEP: 0 to 4 (a later step would never issue the copies)");
+    static_assert(KW == 1 || LOAD_STEP == 0, "K slices issue the copies after the barrier");
 };
 
-template <int MODE, int BM, int WM, int STAGES>
-__global__ void __launch_bounds__(THREADS, (Cfg<MODE, BM, WM, STAGES>::MIN_BLOCKS))
+template <int MODE, int BM, int WM, int STAGES, int KW = 1>
+__global__ void __launch_bounds__(THREADS, (Cfg<MODE, BM, WM, STAGES, KW>::MIN_BLOCKS))
 w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const __half* __restrict__ scales,
              __half* __restrict__ y, int M, int N, int K, float* __restrict__ ws, int* __restrict__ counters) {
-    using C = Cfg<MODE, BM, WM, STAGES>;
-    constexpr int MT = C::MT, NT = C::NT;
+    using C = Cfg<MODE, BM, WM, STAGES, KW>;
+    constexpr int MT = C::MT, NT = C::NT, BN = C::BN;
     extern __shared__ __align__(128) uint8_t smem[];
     pdl_trigger();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int wm0 = (warp / C::TWN) * (BM / WM), wn0 = (warp % C::TWN) * (16 * MT);
-    const int n0 = blockIdx.x * TBN, m0 = blockIdx.y * BM, groups = K / GROUP, splits = gridDim.z;
+    const int kw = KW == 1 ? 0 : warp / (8 / KW), wi = KW == 1 ? warp : warp % (8 / KW);  // K slice, place in it
+    const int wm0 = (wi / C::TWN) * (BM / WM), wn0 = (wi % C::TWN) * (16 * MT);
+    const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM, groups = K / GROUP, splits = gridDim.z;
     const int kt_begin = (int)((long)groups * blockIdx.z / splits), kt_end = (int)((long)groups * (blockIdx.z + 1) / splits);
-    const int nk = kt_end - kt_begin, tiles16 = (N + 15) / 16, npad = tiles16 * 16;
+    const int nk = (kt_end - kt_begin + KW - 1) / KW, tiles16 = (N + 15) / 16, npad = tiles16 * 16;  // nk: stages
     const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem);
 
     // Each thread's copies, planned once: source at K tile 0 (a K tile adds a fixed stride), offset in a stage.
     // The first version computed them in every K tile: 500 instructions per warp and K tile, a third of them
     // integer address arithmetic (SASS, NOTES.md).
-    constexpr int XN = (BM * 16 + THREADS - 1) / THREADS, WN = TBN * 64 / 16 / THREADS;
+    // With K slices a stage holds KW consecutive K tiles (sub-stages of the one-slice layout); piece c of a stage's
+    // x, weights or scales is piece c % (pieces per tile) of its tile c / (pieces per tile). The stage starting at
+    // K tile kt covers kt … kt + KW − 1; tiles past the range are not loaded (xk, wk, sk: which tile of the stage).
+    constexpr int XP = KW * BM * 16, WP = KW * BN * 4, XN = (XP + THREADS - 1) / THREADS, WN = WP / THREADS;
+    static_assert(WP % THREADS == 0, "every thread copies the same number of weight pieces");
     const __half* xsrc[XN];
     uint32_t xdst[XN];
     bool xok[XN];
+    int xk[XN];
 #pragma unroll
     for (int j = 0; j < XN; ++j) {  // x: piece p of token row r; rows past M are zeros
-        const int c = threadIdx.x + j * THREADS, r = c / 16, p = c % 16;
+        const int c = threadIdx.x + j * THREADS, c1 = KW == 1 ? c : c % (BM * 16), r = c1 / 16, p = c1 % 16;
+        xk[j] = KW == 1 ? 0 : c / (BM * 16);
         xok[j] = m0 + r < M;
-        xsrc[j] = x + (size_t)(xok[j] ? m0 + r : 0) * K + p * 8;
-        xdst[j] = r * 256 + x_slot(r, p) * 16;
+        xsrc[j] = x + (size_t)(xok[j] ? m0 + r : 0) * K + p * 8 + xk[j] * GROUP;
+        xdst[j] = xk[j] * C::SUB + r * 256 + x_slot(r, p) * 16;
     }
     const uint8_t* wsrc[WN];
+    uint32_t wdst[WN];
     bool wok[WN];
+    int wk[WN];
 #pragma unroll
     for (int j = 0; j < WN; ++j) {
-        const int c = threadIdx.x + j * THREADS;
-        if (MODE == FRAGMENTS) {  // 8 m16 tiles × 1 KB per K tile, contiguous per tile in memory
-            const int tile = n0 / 16 + c / 64;
+        const int c = threadIdx.x + j * THREADS, c1 = KW == 1 ? c : c % (BN * 4);
+        wk[j] = KW == 1 ? 0 : c / (BN * 4);
+        wdst[j] = wk[j] * C::SUB + C::X_BYTES + c1 * 16;
+        if (MODE == FRAGMENTS) {  // BN / 16 m16 tiles × 1 KB per K tile, contiguous per tile in memory
+            const int tile = n0 / 16 + c1 / 64;
             wok[j] = tile < tiles16;
-            wsrc[j] = reinterpret_cast<const uint8_t*>(Wq) + (size_t)(wok[j] ? tile : 0) * (K / 64) * 512 + (c % 64) * 16;
+            wsrc[j] = reinterpret_cast<const uint8_t*>(Wq) + (size_t)(wok[j] ? tile : 0) * (K / 64) * 512 + (c1 % 64) * 16
+                      + wk[j] * 1024;
         } else {  // lesson 07's rows: piece c % 4 of row c / 4; rows past N re-read row N - 1 (not stored)
             wok[j] = true;
             wsrc[j] = reinterpret_cast<const uint8_t*>(Wq + (size_t)min(n0 + c / 4, N - 1) * (K / 8) + (c % 4) * 4);
         }
     }
-    const bool sok = n0 + (int)threadIdx.x * 8 < npad;  // threads 0-15: 8 of the block's 128 scales each
-    const __half* ssrc = scales + (sok ? n0 + threadIdx.x * 8 : 0);
+    // Threads 0-15: 8 of the stage's KW × BN scales each.
+    const int sk = KW == 1 ? 0 : (int)threadIdx.x / (BN / 8), s1 = KW == 1 ? (int)threadIdx.x : (int)threadIdx.x % (BN / 8);
+    const bool sok = n0 + s1 * 8 < npad;
+    const __half* ssrc = scales + (sok ? n0 + s1 * 8 : 0) + (size_t)sk * npad;
+    const uint32_t sdst = sk * C::SUB + C::X_BYTES + C::W_BYTES + s1 * 16;
 
     auto load_x = [&](int kt, uint32_t stage) {
 #pragma unroll
         for (int j = 0; j < XN; ++j)
-            if (BM * 16 % THREADS == 0 || threadIdx.x + j * THREADS < BM * 16)
+            if ((XP % THREADS == 0 || threadIdx.x + j * THREADS < XP) && (KW == 1 || kt + xk[j] < kt_end))
                 cp_async16(stage + xdst[j], xsrc[j] + kt * GROUP, xok[j]);
     };
     auto load_w = [&](int kt, uint32_t stage) {  // the weights and their scales: no kernel writes them
 #pragma unroll
         for (int j = 0; j < WN; ++j)
-            cp_async16(stage + C::X_BYTES + (threadIdx.x + j * THREADS) * 16,
-                       wsrc[j] + (size_t)kt * (MODE == FRAGMENTS ? 1024 : GROUP / 2), wok[j]);
-        if (MODE == FRAGMENTS && threadIdx.x < TBN / 8)
-            cp_async16(stage + C::X_BYTES + C::W_BYTES + threadIdx.x * 16, ssrc + (size_t)kt * npad, sok);
+            if (KW == 1 || kt + wk[j] < kt_end)
+                cp_async16(stage + wdst[j], wsrc[j] + (size_t)kt * (MODE == FRAGMENTS ? 1024 : GROUP / 2), wok[j]);
+        if (MODE == FRAGMENTS && threadIdx.x < KW * BN / 8 && (KW == 1 || kt + sk < kt_end))
+            cp_async16(stage + sdst, ssrc + (size_t)kt * npad, sok);
     };
     auto load_tile = [&](int kt, uint32_t stage) { load_x(kt, stage), load_w(kt, stage); };
 
@@ -269,7 +298,7 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
     uint32_t rd = sbase, wr = sbase;  // the stage to compute from, the stage to load into
     auto next = [&](uint32_t s) { return s + C::STAGE == sbase + STAGES * C::STAGE ? sbase : s + C::STAGE; };
     auto load_next = [&](int i) {  // in iteration i: tile i + STAGES - 1 into the stage tile i - 1 has left
-        if (i + STAGES - 1 < nk) load_tile(kt_begin + i + STAGES - 1, wr);
+        if (i + STAGES - 1 < nk) load_tile(kt_begin + (i + STAGES - 1) * KW, wr);
         cp_async_commit();
         wr = next(wr);
     };
@@ -278,19 +307,19 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
     if (STAGES > 1) {
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s, wr = next(wr))
-            if (s < nk) load_w(kt_begin + s, wr);
+            if (s < nk) load_w(kt_begin + s * KW, wr);
         pdl_wait();
         uint32_t st = sbase;
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s, st = next(st)) {
-            if (s < nk) load_x(kt_begin + s, st);
+            if (s < nk) load_x(kt_begin + s * KW, st);
             cp_async_commit();
         }
     } else {
         pdl_wait();
     }
     for (int i = 0; i < nk; ++i) {
-        const int kt = kt_begin + i;
+        const int kt = kt_begin + i * KW;
         if (STAGES == 1) {  // no pipeline: load, wait for it, compute
             __syncthreads();  // everyone is done with the previous tile
             load_tile(kt, sbase);
@@ -304,10 +333,10 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
                 load_next(i);
             }
         }
-        const uint32_t st = rd;
+        const uint32_t st = rd + kw * C::SUB;  // the warp's K tile of the stage
         rd = next(rd);
 
-        if (MODE == FRAGMENTS) {
+        if (MODE == FRAGMENTS && (KW == 1 || kt + kw < kt_end)) {
             __half s_lo[MT], s_hi[MT];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) s_lo[mt] = lds16(st + sl + 32 * mt), s_hi[mt] = lds16(st + sl + 32 * mt + 16);
@@ -353,7 +382,7 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
                         for (int e = 0; e < 4; ++e)  // e / 2: row g or g + 8
                             acc[mt][nt][e] += __half2float(e < 2 ? s_lo[mt] : s_hi[mt]) * blk[mt][nt][e];
             }
-        } else {
+        } else if (MODE != FRAGMENTS) {
             // Write-back: every thread dequantizes its pieces into the FP16 tile, then the warps read A with ldmatrix.
             const uint32_t wt = sbase + STAGES * C::STAGE;
 #pragma unroll
@@ -389,6 +418,29 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
         }
     }
     cp_async_wait<0>();
+
+    // K slices: slices 1 … KW − 1 leave their sums in shared memory (the ring is free once every warp is past the
+    // barrier), slice 0 adds them in slice order. Blocks with K slices are never split (the launcher).
+    if constexpr (KW > 1) {
+        float4* part = reinterpret_cast<float4*>(smem);
+        auto at = [&](int k, int mt, int nt) { return part + (((k - 1) * (8 / KW) + wi) * MT * NT + mt * NT + nt) * 32 + lane; };
+        __syncthreads();
+        if (kw > 0)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) *at(kw, mt, nt) = make_float4(acc[mt][nt][0], acc[mt][nt][1], acc[mt][nt][2], acc[mt][nt][3]);
+        __syncthreads();
+        if (kw > 0) return;
+        for (int k = 1; k < KW; ++k)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+                    const float4 v = *at(k, mt, nt);
+                    acc[mt][nt][0] += v.x, acc[mt][nt][1] += v.y, acc[mt][nt][2] += v.z, acc[mt][nt][3] += v.w;
+                }
+    }
 
     // Split K: the tile's part launched last (z = splits − 1, the owner) adds the others' partials in split order
     // and stores the tile. The others publish theirs: their stores, a barrier, then one thread's release (a GPU-scope
@@ -473,11 +525,11 @@ static bool reserve_split(size_t bytes, int tiles, cudaStream_t stream) {
     return true;
 }
 
-template <int MODE, int BM, int WM, int STAGES>
+template <int MODE, int BM, int WM, int STAGES, int KW = 1>
 static void launch_cfg(const __half* x, const int32_t* Wq, const __half* scales, __half* y, int M, int N, int K,
                        bool split, cudaStream_t stream) {
-    using C = Cfg<MODE, BM, WM, STAGES>;
-    auto kernel = w4a16_kernel<MODE, BM, WM, STAGES>;
+    using C = Cfg<MODE, BM, WM, STAGES, KW>;
+    auto kernel = w4a16_kernel<MODE, BM, WM, STAGES, KW>;
     static int sms = 0, per_sm = 0, pdl_smem = 0;
     if (!sms) {
         int sm_smem = 0;
@@ -488,25 +540,42 @@ static void launch_cfg(const __half* x, const int32_t* Wq, const __half* scales,
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, THREADS, C::SMEM);
         per_sm = per_sm < 1 ? 1 : per_sm;
     }
-    const dim3 tiles((N + TBN - 1) / TBN, (M + BM - 1) / BM);
+    const dim3 tiles((N + C::BN - 1) / C::BN, (M + BM - 1) / BM);
     const int ntiles = tiles.x * tiles.y, ktiles = K / GROUP;
+    auto fills = [&](int bn) { return (long)((N + bn - 1) / bn) * tiles.y * 100 >= (long)sms * TILE_FULL_PCT; };
+    auto one_wave = [&](int bn) { return fills(bn) && (long)((N + bn - 1) / bn) * tiles.y <= sms; };
     // Split K when the tiles cannot fill the SMs: a block costs its K tiles + TILE_SPLIT_COST (the ring's
     // filling, the partial tile's round trip), the time is waves × that (lesson 09's model); ≥ 4 K tiles a split.
     int splits = 1;
     // A tile of ≤ 32 tokens is memory-bound: where its tiles already give most SMs a block (K 4096, N 14336: 112 for
     // 132), a split only adds each part's ring fill and the fix-up (M = 1: 17.6 µs split, 16.5 unsplit; NOTES.md).
-    if (BM <= 32 && (long)ntiles * 100 >= (long)sms * TILE_FULL_PCT) split = false;
+    if (BM <= 32 && fills(TBN)) split = false;
     if (split) {
         const int slots = sms * (per_sm < TILE_SPLIT_BLOCKS ? per_sm : TILE_SPLIT_BLOCKS);
         auto cost = [&](int s) { return (float)(((long)ntiles * s + slots - 1) / slots) * ((float)ktiles / s + TILE_SPLIT_COST); };
         for (int s = 2; s <= 16 && s <= ktiles / 4; ++s)
             if (cost(s) < cost(splits)) splits = s;
+        // K slices instead, where the split's parts would be short (fewer than TILE_SLICE_MAX_KT K tiles: the ring's
+        // filling and the fix-up weigh as much as the part's own tiles) and 64- or 32-output tiles give the SMs one
+        // block each: 4096² (8 parts of 4 K tiles) takes 128 blocks of 32 outputs × 4 slices, 8.1 → 7.0 µs at M = 1
+        // in a graph. The block's 8 warps take 4 (or 2) K tiles at a time, one each, and add their sums in shared
+        // memory at the end. With long parts they lose: one block of 8 warps per SM instead of two, and every block
+        // loads x for all of K (8192², M = 16: 17.6 → 19.6 µs; NOTES.md, lesson 10).
+        if constexpr (KW == 1 && MODE == FRAGMENTS && WM == 1 && BM <= 32 && TILE_SLICE_K)
+            if (splits > 1 && ktiles < TILE_SLICE_MAX_KT * splits) {
+                static int optin = 0;
+                if (!optin) cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
+                if (one_wave(TBN / 2) && Cfg<MODE, BM, WM, TILE_STAGES_KW, 2>::SMEM <= optin)
+                    return launch_cfg<MODE, BM, WM, TILE_STAGES_KW, 2>(x, Wq, scales, y, M, N, K, false, stream);
+                if (one_wave(TBN / 4) && Cfg<MODE, BM, WM, TILE_STAGES_KW, 4>::SMEM <= optin)
+                    return launch_cfg<MODE, BM, WM, TILE_STAGES_KW, 4>(x, Wq, scales, y, M, N, K, false, stream);
+            }
         if (splits > 1 && !reserve_split((size_t)ntiles * splits * BM * TBN * sizeof(float), ntiles, stream)) splits = 1;
     }
     // Unsplit at M <= 8, a deeper ring: K 4096, N 14336 (112 tiles, one block per SM) 14.5 → 13.9 µs in a graph with
     // a fifth stage. Where the tiles are split it gained nothing (8192², K 14336) or lost (4096²: 8.2 → 8.7 µs), and
     // from 16 tokens on it gained nothing and cost up to 3% at 32 (NOTES.md).
-    if constexpr (BM == 8 && STAGES == TILE_STAGES && TILE_STAGES_M8 != TILE_STAGES)
+    if constexpr (KW == 1 && BM == 8 && STAGES == TILE_STAGES && TILE_STAGES_M8 != TILE_STAGES)
         if (splits == 1) return launch_cfg<MODE, BM, WM, TILE_STAGES_M8>(x, Wq, scales, y, M, N, K, false, stream);
     // Under PDL the blocks start while the kernel before still holds part of each SM, and up to 5 of them (M ≤ 16)
     // would crowd onto the SMs with room; the memory-bound kernel then waits on its most crowded SMs. Asking for a
