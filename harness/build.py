@@ -507,15 +507,18 @@ def load_file(path: Path, *, solution: bool = False, extra_cuda_flags: list[str]
         ldflags.append(f"-L{link_dir}")
     old_arch = os.environ.get("TORCH_CUDA_ARCH_LIST")
     os.environ["TORCH_CUDA_ARCH_LIST"] = ";".join(archs)
-    log = bdir / "build.log"
+    # Each process logs to its own file. Two processes (pytest's workers) can build the same module at once: torch
+    # makes the second wait, and its ninja then has nothing to do; written to build.log, its log would replace the
+    # first one's ptxas report, which KernelModule.resources() reads.
+    log, mine = bdir / "build.log", bdir / f"build.{os.getpid()}.log"
     try:
-        with _capture_fds(log):
+        with _capture_fds(mine):
             ext = cpp_extension.load_inline(
                 modname, cpp_sources=cpp_src, cuda_sources=cuda_src, no_implicit_headers=True,
                 build_directory=str(bdir), extra_cuda_cflags=flags, extra_cflags=["-O2"],
                 extra_ldflags=ldflags, with_cuda=True, verbose=True, keep_intermediates=True)
     except (RuntimeError, subprocess.CalledProcessError) as e:
-        raw = log.read_text(errors="replace") + "\n" + str(e)
+        raw = mine.read_text(errors="replace") + "\n" + str(e)
         shutil.rmtree(bdir, ignore_errors=True)
         raise CompileError(f"{path.name} did not compile:\n\n" + clean_compiler_output(raw, path)) from None
     finally:
@@ -524,7 +527,11 @@ def load_file(path: Path, *, solution: bool = False, extra_cuda_flags: list[str]
         else:
             os.environ["TORCH_CUDA_ARCH_LIST"] = old_arch
     if verbose:
-        print(log.read_text())
+        print(mine.read_text())
+    if "ptxas info" in mine.read_text(errors="replace") or not log.exists():
+        mine.replace(log)
+    else:
+        mine.unlink(missing_ok=True)
     done.touch()
     _prune(bdir.parent, stem + "_", bdir)
     return KernelModule(path, solution, exports, ext, bdir, time.perf_counter() - t0, False, min_cap, exact)
