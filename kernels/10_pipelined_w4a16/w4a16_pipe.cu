@@ -194,7 +194,7 @@ struct Cfg {
     static constexpr int SUB = X_BYTES + W_BYTES + S_BYTES, STAGE = KW * SUB;  // a stage: KW K tiles, one per slice
     static constexpr int PAD = MODE == WRITEBACK_PADDED ? 8 : 0, WROW = GROUP + PAD;  // FP16 tile row, in halves
     static constexpr int SMEM = STAGES * STAGE + (MODE == FRAGMENTS ? 0 : TBN * WROW * 2);
-    static constexpr int MIN_BLOCKS = BM <= 32 ? 2 : 1;
+    static constexpr int MIN_BLOCKS = BM <= 32 && KW == 1 ? 2 : 1;  // K-sliced blocks run one per SM (the launcher)
     // Small warp tiles scale after the mma: per K tile, 4 FFMA per m16n8 tile instead of 4 HMUL2 per mma step
     // of each m16 tile (32 per K tile), at the price of a second accumulator.
     static constexpr bool LATE_SCALE = TILE_LATE_SCALE < 0 ? MT * NT <= 2 : TILE_LATE_SCALE;
