@@ -76,6 +76,9 @@ static void launch_pdl(void (*kernel)(P...), dim3 grid, int threads, size_t smem
 #ifndef TILE_SLICE_MAX_KT
 #define TILE_SLICE_MAX_KT 8  // K slices replace a split whose parts would have fewer K tiles than this
 #endif
+#ifndef TILE_ACC
+#define TILE_ACC 2  // accumulator sets where a tile of ≤ 32 tokens runs one block per SM (1: off; 4 at ≤ 16 tokens)
+#endif
 #ifndef TILE_FULL_PCT
 #define TILE_FULL_PCT 80  // tiles of ≤ 32 tokens are not split once they alone give this % of the SMs a block (101: off)
 #endif
@@ -197,7 +200,7 @@ __device__ __forceinline__ void x_frags(uint32_t (&b)[4], uint32_t addr) { ldsm_
 // Shared memory per stage: x (BM × 256 B), then the weights: FRAGMENTS: the block's 8 m16 tiles in fragment
 // order (1 KB each: two 64-wide K chunks × 32 lanes × 16 B) and its 128 scales (256 B); WRITEBACK*: lesson 07's
 // packed rows (128 × 64 B). WRITEBACK* also has one FP16 tile, 128 rows × (128 + PAD) halves.
-template <int MODE, int BM, int WM, int STAGES, int KW = 1>
+template <int MODE, int BM, int WM, int STAGES, int KW = 1, int ACC_ = 1>
 struct Cfg {
     static_assert(KW == 1 || (MODE == FRAGMENTS && WM == 1), "K slices: fragment order, one warp row");
     static constexpr int BN = TBN / KW, TWN = 8 / WM / KW, MT = BN / TWN / 16, NT = BM / WM / 8;  // BN: outputs per block
@@ -209,6 +212,12 @@ struct Cfg {
     // Small warp tiles scale after the mma: per K tile, 4 FFMA per m16n8 tile instead of 4 HMUL2 per mma step
     // of each m16 tile (32 per K tile), at the price of a second accumulator.
     static constexpr bool LATE_SCALE = TILE_LATE_SCALE < 0 ? MT * NT <= 2 : TILE_LATE_SCALE;
+    // Accumulator sets (the launcher's choice): mma step q of a 64-wide K chunk adds into set q % ACC, the sets
+    // added at the end (of the K tile with LATE_SCALE, of the K loop without), so that a warp's next mma on an output
+    // tile need not wait for the last.
+    static constexpr int ACC = ACC_;
+    static_assert(ACC == 1 || (MODE == FRAGMENTS && KW == 1 && BM <= 32 && (ACC == 2 || (ACC == 4 && BM <= 16))),
+                  "accumulator sets: 2 (or 4 up to 16 tokens) for the unsliced fragment-order tiles of ≤ 32 tokens");
     // Where the ring's next copies are issued. Right after the barrier, every warp of the block first spends ~80
     // instructions on them (addresses, predicates, 11 LDGSTS) with no mma ready, all at the same time. The
     // tensor-core-bound tiles (64 tokens and up) issue them after the third of the four k32 steps instead: 4-6%
@@ -220,11 +229,11 @@ struct Cfg {
     static_assert(KW == 1 || LOAD_STEP == 0, "K slices issue the copies after the barrier");
 };
 
-template <int MODE, int BM, int WM, int STAGES, int KW = 1>
-__global__ void __launch_bounds__(THREADS, (Cfg<MODE, BM, WM, STAGES, KW>::MIN_BLOCKS))
+template <int MODE, int BM, int WM, int STAGES, int KW = 1, int ACC = 1>
+__global__ void __launch_bounds__(THREADS, (Cfg<MODE, BM, WM, STAGES, KW, ACC>::MIN_BLOCKS))
 w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const __half* __restrict__ scales,
              __half* __restrict__ y, int M, int N, int K, float* __restrict__ ws, int* __restrict__ counters) {
-    using C = Cfg<MODE, BM, WM, STAGES, KW>;
+    using C = Cfg<MODE, BM, WM, STAGES, KW, ACC>;
     constexpr int MT = C::MT, NT = C::NT, BN = C::BN;
     extern __shared__ __align__(128) uint8_t smem[];
     pdl_trigger();
@@ -305,7 +314,9 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
     for (int j2 = 0; j2 < 4; ++j2) xl[j2] = x_row_addr(wm0, j2, lane);
     const uint32_t wl = C::X_BYTES + (wn0 / 16) * 1024 + lane * 16, sl = C::X_BYTES + C::W_BYTES + (wn0 + g) * 2;
 
+    constexpr int NACC = C::ACC;
     float acc[MT][NT][4] = {};
+    float accx[!C::LATE_SCALE && NACC > 1 ? NACC - 1 : 1][MT][NT][4] = {};
     uint32_t rd = sbase, wr = sbase;  // the stage to compute from, the stage to load into
     auto next = [&](uint32_t s) { return s + C::STAGE == sbase + STAGES * C::STAGE ? sbase : s + C::STAGE; };
     auto load_next = [&](int i) {  // in iteration i: tile i + STAGES - 1 into the stage tile i - 1 has left
@@ -351,13 +362,15 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
             __half s_lo[MT], s_hi[MT];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) s_lo[mt] = lds16(st + sl + 32 * mt), s_hi[mt] = lds16(st + sl + 32 * mt + 16);
-            float blk[MT][NT][4];  // LATE_SCALE: this K tile's Σ q·x
+            float blk[C::LATE_SCALE ? NACC : 1][MT][NT][4];  // LATE_SCALE: this K tile's Σ q·x
+#pragma unroll
+            for (int h = 0; h < (C::LATE_SCALE ? NACC : 1); ++h)
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
                 for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) blk[mt][nt][e] = 0.f;
+                    for (int e = 0; e < 4; ++e) blk[h][mt][nt][e] = 0.f;
 #pragma unroll
             for (int kq = 0; kq < 2; ++kq) {  // 64-wide K chunks: one 16-byte load per m16 tile = 4 mma steps
                 uint4 wv[MT];
@@ -375,9 +388,13 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
                             uint32_t a[4];
                             frag_q(reinterpret_cast<const uint32_t*>(&wv[mt])[2 * jj + s], a);
                             if (!C::LATE_SCALE) scale_frag(a, __half2half2(s_lo[mt]), __half2half2(s_hi[mt]));
+                            const int h = (2 * jj + s) % NACC;  // the accumulator set (a constant, unrolled)
 #pragma unroll
-                            for (int nt = 0; nt < NT; ++nt)
-                                mma16816(C::LATE_SCALE ? blk[mt][nt] : acc[mt][nt], a, b[nt][2 * s], b[nt][2 * s + 1]);
+                            for (int nt = 0; nt < NT; ++nt) {
+                                float(&c)[4] = C::LATE_SCALE ? blk[C::LATE_SCALE ? h : 0][mt][nt]
+                                                             : h == 0 ? acc[mt][nt] : accx[h > 0 ? h - 1 : 0][mt][nt];
+                                mma16816(c, a, b[nt][2 * s], b[nt][2 * s + 1]);
+                            }
                         }
                     if (C::LOAD_STEP == 2 * kq + jj + 1) {
                         load_next(i);
@@ -390,8 +407,12 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
 #pragma unroll
                     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-                        for (int e = 0; e < 4; ++e)  // e / 2: row g or g + 8
-                            acc[mt][nt][e] += __half2float(e < 2 ? s_lo[mt] : s_hi[mt]) * blk[mt][nt][e];
+                        for (int e = 0; e < 4; ++e) {  // e / 2: row g or g + 8
+                            float sum = blk[0][mt][nt][e];
+#pragma unroll
+                            for (int h = 1; h < (C::LATE_SCALE ? NACC : 1); ++h) sum += blk[h][mt][nt][e];
+                            acc[mt][nt][e] += __half2float(e < 2 ? s_lo[mt] : s_hi[mt]) * sum;
+                        }
             }
         } else if (MODE != FRAGMENTS) {
             // Write-back: every thread dequantizes its pieces into the FP16 tile, then the warps read A with ldmatrix.
@@ -429,6 +450,15 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
         }
     }
     cp_async_wait<0>();
+    if constexpr (!C::LATE_SCALE)
+#pragma unroll
+        for (int h = 0; h < NACC - 1; ++h)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[mt][nt][e] += accx[h][mt][nt][e];
 
     // K slices: slices 1 … KW − 1 leave their sums in shared memory (the ring is free once every warp is past the
     // barrier), slice 0 adds them in slice order. Blocks with K slices are never split (the launcher).
@@ -536,11 +566,11 @@ static bool reserve_split(size_t bytes, int tiles, cudaStream_t stream) {
     return true;
 }
 
-template <int MODE, int BM, int WM, int STAGES, int KW = 1>
+template <int MODE, int BM, int WM, int STAGES, int KW = 1, int ACC = 1>
 static void launch_cfg(const __half* x, const int32_t* Wq, const __half* scales, __half* y, int M, int N, int K,
                        bool split, cudaStream_t stream) {
-    using C = Cfg<MODE, BM, WM, STAGES, KW>;
-    auto kernel = w4a16_kernel<MODE, BM, WM, STAGES, KW>;
+    using C = Cfg<MODE, BM, WM, STAGES, KW, ACC>;
+    auto kernel = w4a16_kernel<MODE, BM, WM, STAGES, KW, ACC>;
     static int sms = 0, per_sm = 0, pdl_smem = 0;
     if (!sms) {
         int sm_smem = 0;
@@ -586,8 +616,19 @@ static void launch_cfg(const __half* x, const int32_t* Wq, const __half* scales,
     // Unsplit at M <= 8, a deeper ring: K 4096, N 14336 (112 tiles, one block per SM) 14.5 → 13.9 µs in a graph with
     // a fifth stage. Where the tiles are split it gained nothing (8192², K 14336) or lost (4096²: 8.2 → 8.7 µs), and
     // from 16 tokens on it gained nothing and cost up to 3% at 32 (NOTES.md).
-    if constexpr (KW == 1 && BM == 8 && STAGES == TILE_STAGES && TILE_STAGES_M8 != TILE_STAGES)
-        if (splits == 1) return launch_cfg<MODE, BM, WM, TILE_STAGES_M8>(x, Wq, scales, y, M, N, K, false, stream);
+    constexpr int DEEP = KW == 1 && BM == 8 && STAGES == TILE_STAGES ? TILE_STAGES_M8 : STAGES;
+    // Two accumulator sets where the tiles run one block per SM (unsplit, at most one tile per SM): with 2 warps a
+    // scheduler the tiles of ≤ 32 tokens wait on their own instructions more than on memory. At M = 32 on K 4096,
+    // N 14336 (112 tiles) ncu's most sampled stall was `wait` (a fixed-latency dependency, 25%; the tensor pipe 33%
+    // busy), and a warp's consecutive mma on one output tile wait for each other through the accumulator. Two sets
+    // there, in a graph: 14.0 → 13.8 µs at M = 1, 16.0 → 15.7 at 16, 22.7 → 21.6 at 32; four no faster. Where two
+    // blocks share an SM their warps hide it, and the sets' registers and adds cost 0.4% of lesson 11's step at
+    // batch 1 and 4 (NOTES.md, lesson 10, twelfth session).
+    if constexpr (KW == 1 && ACC == 1 && MODE == FRAGMENTS && BM <= 32 && STAGES > 1 && TILE_ACC > 1)
+        if (splits == 1 && ntiles <= sms)
+            return launch_cfg<MODE, BM, WM, DEEP, 1, (BM == 32 && TILE_ACC > 2 ? 2 : TILE_ACC)>(x, Wq, scales, y, M, N, K, false, stream);
+    if constexpr (DEEP != STAGES && ACC == 1)
+        if (splits == 1) return launch_cfg<MODE, BM, WM, DEEP>(x, Wq, scales, y, M, N, K, false, stream);
     // Under PDL the blocks start while the kernel before still holds part of each SM, and up to 5 of them (M ≤ 16)
     // would crowd onto the SMs with room; the memory-bound kernel then waits on its most crowded SMs. Asking for a
     // third of an SM's shared memory keeps them at two per SM, as the split counts (lesson 11 at batch 1: 2,820 µs a
