@@ -25,7 +25,7 @@ SHAPES_KN = [(4096, 4096), (4096, 14336), (14336, 4096), (8192, 8192)]
 CUBLAS, OURS = "cuBLAS FP16 (FP16 weights)", "(10) W4A16, fragment order"
 GRAPH_MAX_M = 32  # issue 9's decode range: these M are timed in a CUDA graph too
 STEPS = ["gemm_w4a16_writeback", "gemm_w4a16_writeback_padded", "gemm_w4a16_frag", "gemm_w4a16_frag_pipe",
-         "linear_w4a16_frag"]
+         "gemm_w4a16_frag_split", "linear_w4a16_frag"]
 
 
 def weight_sets(shape):
@@ -43,7 +43,7 @@ def block_cost(mod, record: bool):
     the floor of any call timed this way, a one-element fill."""
     import numpy as np
     pf, N, ks = catalog.W4A16_FRAG, 1024, [128, 512, 1024, 2048, 4096]
-    ops = {"10.4": pf.bind(mod.gemm_w4a16_frag_pipe), "10.5": pf.bind(mod.linear_w4a16_frag)}
+    ops = {"10.4": pf.bind(mod.gemm_w4a16_frag_pipe), "10.5": pf.bind(mod.gemm_w4a16_frag_split)}
     one = torch.empty(1, device="cuda")
     floor = bench.time_fn(lambda *_: one.zero_(), [()], reps=50).median_us
     print(f"a one-element fill, timed the same way (the floor of any call): {floor:.1f} µs")
@@ -73,7 +73,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--m", type=int, nargs="+", default=None)
     ap.add_argument("--kn", type=int, nargs=2, action="append", help="K N (default: the four lesson shapes)")
-    ap.add_argument("--ladder", action="store_true", help="time the five steps of the ladder")
+    ap.add_argument("--ladder", action="store_true", help="time the six steps of the ladder")
     ap.add_argument("--exercises", action="store_true", help="time your kernels/ files, not the solutions")
     ap.add_argument("--flags", default="", help="extra nvcc flags for lesson 10's file, e.g. --flags=-DTILE_STAGES=3")
     ap.add_argument("--quick", action="store_true", help="time only cuBLAS and lesson 10's kernel (tuning)")

@@ -1,6 +1,6 @@
 // Lesson 10: the dequantization bottleneck inside a pipelined tensor-core W4A16 kernel.
 // y[M,N] = x[M,K] · Ŵ[N,K]ᵀ, Ŵ = q · scale, symmetric INT4 q (−8..7), one FP16 scale per 128 weights along K.
-// One kernel body, five steps of a ladder, each step a launcher measured against the one before (NOTES.md,
+// One kernel body, five steps of a ladder and a decode GEMV, each step a launcher measured against the one before (NOTES.md,
 // results/10.json):
 //   gemm_w4a16_writeback         lesson 07's packed weights → an FP16 tile in shared memory → ldmatrix → mma;
 //   gemm_w4a16_writeback_padded  the same with the FP16 tile's rows padded by 16 bytes (the bank conflicts);
@@ -8,8 +8,10 @@
 //                                load is its own A fragments of four mma steps, dequantized in registers;
 //   gemm_w4a16_frag_pipe         + a cp.async ring of TILE_STAGES K tiles (TILE_STAGES_M8 at M <= 8 unsplit), so
 //                                loads overlap the math;
-//   linear_w4a16_frag            + split-K where the output tiles cannot fill the SMs (K slices within the block
-//                                where the split's parts would be short): the lesson's kernel.
+//   gemm_w4a16_frag_split        + split-K where the output tiles cannot fill the SMs (K slices within the block
+//                                where the split's parts would be short);
+//   linear_w4a16_frag            + at M <= 8 where the tiles would split K, lesson 07's decode GEMV on the same bytes
+//                                (gemv_w4a16_frag: K split across a block's warps, no fix-up): the lesson's kernel.
 // Every step: x through ldmatrix from a swizzled shared tile, mma.sync m16n8k16 with the weights as A (16
 // outputs) and x as B (8 tokens), FP32 accumulation. The first four are single-K-range (no split) on purpose.
 // REQUIRES: sm_80
@@ -652,6 +654,223 @@ static void launch(const __half* x, const int32_t* Wq, const __half* scales, __h
     else launch_cfg<MODE, 128, 2, (STAGES < 3 ? STAGES : 3)>(x, Wq, scales, y, M, N, K, split, stream);
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// Step 6, the decode sizes (M <= TILE_GEMV_MAX_M): lesson 07's GEMV on the same fragment-order bytes.
+// Where 128-output tiles cannot fill the SMs, step 5 splits K across blocks and pays the fix-up at the end of every
+// call (stores, release, acquire, loads: 1.7-1.8 µs of a 15 µs call at M = 1; NOTES.md, lesson 10, tenth session).
+// Lesson 07's GEMV splits K inside the block instead: a block of 16·R outputs whose 8 warps take every 8th K group,
+// each warp's next group of weights in flight in registers while it computes one, the warps' partial tiles added in
+// shared memory at the end. Nothing crosses blocks. On fragment order a lane's 16-byte load of a 64-wide K chunk is
+// already its A fragments of four mma steps (frag_q, no permutation); x's B fragments are in K order, so they come
+// from shared memory by ldmatrix as in the tile kernel (x_frags).
+#ifndef TILE_GEMV_MAX_M
+#define TILE_GEMV_MAX_M 8  // linear_w4a16_frag runs the GEMV up to this many tokens (0: never)
+#endif
+#ifndef TILE_GEMV_ACC
+#define TILE_GEMV_ACC -1  // accumulator sets of the GEMV's mma chains per K group: 1, 2, or -1: 2 with one m16 tile a block
+#endif
+#ifndef TILE_GEMV_ALL
+#define TILE_GEMV_ALL 0  // 1: the GEMV at every M <= TILE_GEMV_MAX_M (0: only where the tile kernel would split K)
+#endif
+#ifndef TILE_GEMV_XSMEM
+#define TILE_GEMV_XSMEM 1  // x's B fragments through shared memory and ldmatrix (0: 4-byte loads from global memory)
+#endif
+#ifndef TILE_GEMV_PDL_SPREAD
+#define TILE_GEMV_PDL_SPREAD 1  // under PDL, ask for shared memory so that only the grid's share of blocks fits an SM
+#endif
+constexpr int GEMV_WARPS = 8;
+
+__device__ __forceinline__ uint4 ldg_stream(const void* p) {  // read once: skip L1, 256-byte L2 fetches (lesson 07)
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+template <int R, bool PERSIST>
+__global__ void __launch_bounds__(32 * GEMV_WARPS, 2)
+gemv_frag_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const __half* __restrict__ scales,
+                 __half* __restrict__ y, int M, int N, int K) {
+    constexpr int ACC = TILE_GEMV_ACC > 0 ? TILE_GEMV_ACC : R == 1 ? 2 : 1;
+    pdl_trigger();
+    // PERSIST: units blockIdx.x, + gridDim.x, …; a unit's partial tiles go to the other buffer than the last unit's,
+    // whose sum may still be reading it: one barrier per unit.
+    __shared__ float red[PERSIST ? 2 : 1][GEMV_WARPS][R][32][4];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
+    const int m0 = blockIdx.y * 8, rows = min(M - m0, 8), groups = K / GROUP, tiles16 = (N + 15) / 16;
+    const int npad = tiles16 * 16, units = (tiles16 + R - 1) / R;
+#if TILE_GEMV_XSMEM
+    // x through shared memory: per warp two 8-token tiles of one K group (this one, the next), swizzled as the
+    // tile kernel's stages (x_slot), copied with cp.async one group ahead and read with ldmatrix (x_frags): per group
+    // and lane one to four copies and four ldmatrix, where loading the B fragments from global memory takes sixteen
+    // 4-byte loads (K 14336, N 4096 at M = 8: 20.8 → 15.4 µs in a graph). Token rows past M are zeroed once.
+    __shared__ __align__(128) uint8_t xs[GEMV_WARPS][2][8 * 256];
+    const uint32_t xw = (uint32_t)__cvta_generic_to_shared(xs[warp]);
+    for (int c = lane; c < 2 * 8 * 16; c += 32)
+        if ((c / 16) % 8 >= rows) asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(xw + c * 16), "r"(0));
+    auto load_x = [&](uint32_t slot, int kb) {
+        if (kb < groups)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int c = lane + 32 * i, r = c / 16, p = c % 16;
+                if (r < rows) cp_async16(slot + r * 256 + x_slot(r, p) * 16, x + (size_t)(m0 + r) * K + kb * GROUP + p * 8, true);
+            }
+        cp_async_commit();
+    };
+    uint32_t xcur = xw;  // the slot of the group being computed; the other takes the next
+    uint32_t xl[4];
+#pragma unroll
+    for (int j2 = 0; j2 < 4; ++j2) xl[j2] = x_row_addr(0, j2, lane);
+#else
+    const bool has = g < rows;  // the token this lane feeds to B (others are zeros)
+    const __half* xr = x + (size_t)(has ? m0 + g : 0) * K + 2 * (lane % 4);
+#endif
+    // Unit u's m16 tile r (with R = 2 and an odd tile count, the last unit repeats its tile; not stored): the lane's
+    // 16 bytes of K chunk c are int32 words (tile · K/64 + c) · 128 + 4 · lane; its scales, rows g and g + 8 of the
+    // tile in the group's row of the transposed scales.
+    const int32_t* wl[R];
+    const __half* sl[R];
+    auto start_unit = [&](int u) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const int tile = min(u * R + r, tiles16 - 1);
+            wl[r] = Wq + (size_t)tile * (K / 64) * 128 + 4 * lane;
+            sl[r] = scales + tile * 16 + g;
+        }
+    };
+    start_unit(blockIdx.x);
+    uint4 wv[2][R][2];  // [this group, the next][tile][64-wide chunk]
+    auto load = [&](int slot, int kb) {
+        if (kb < groups)
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) wv[slot][r][h] = ldg_stream(wl[r] + (size_t)(2 * kb + h) * 128);
+    };
+    load(0, warp);
+    pdl_wait();  // x comes from the previous kernel; the first weights are already on their way
+#if TILE_GEMV_XSMEM
+    __syncwarp();  // the zeroed rows, before any lane's copies
+    load_x(xcur, warp);
+#endif
+    auto unit = [&](int u, int buf) {
+        float acc[R][4] = {};
+#pragma unroll 2
+        for (int kb = warp; kb < groups; kb += GEMV_WARPS) {
+            load(1, kb + GEMV_WARPS);
+            float blk[R][ACC][4] = {};  // Σ q·x over the group, then × the rows' scales
+#if TILE_GEMV_XSMEM
+            __syncwarp();  // every lane is done reading the other slot (the previous group)
+            load_x(xcur ^ 2048u, kb + GEMV_WARPS);
+            cp_async_wait<1>();  // this lane's copies of this group have landed...
+            __syncwarp();        // ...and every lane's
+#endif
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {  // 64-wide chunks; x's B fragments of a chunk serve every tile
+                uint32_t b[4][2];  // mma step j: x of token g at K 128·kb + 64·h + 16·j + {2t, 2t + 8}
+#if TILE_GEMV_XSMEM
+#pragma unroll
+                for (int jj = 0; jj < 2; ++jj) {
+                    uint32_t f[4];
+                    x_frags(f, xcur + xl[2 * h + jj]);
+                    b[2 * jj][0] = f[0], b[2 * jj][1] = f[1], b[2 * jj + 1][0] = f[2], b[2 * jj + 1][1] = f[3];
+                }
+#else
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+#pragma unroll
+                    for (int i = 0; i < 2; ++i)
+                        b[j][i] = has ? __ldg(reinterpret_cast<const uint32_t*>(xr + kb * GROUP + 64 * h + 16 * j + 8 * i)) : 0u;
+#endif
+#pragma unroll
+                for (int r = 0; r < R; ++r)
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        uint32_t a[4];
+                        frag_q(reinterpret_cast<const uint32_t*>(&wv[0][r][h])[j], a);
+                        mma16816(blk[r][j % ACC], a, b[j][0], b[j][1]);
+                    }
+            }
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const float s_lo = __half2float(sl[r][(size_t)kb * npad]), s_hi = __half2float(sl[r][(size_t)kb * npad + 8]);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {  // e / 2: row g or g + 8
+                    float sum = blk[r][0][e];
+#pragma unroll
+                    for (int q = 1; q < ACC; ++q) sum += blk[r][q][e];
+                    acc[r][e] += (e < 2 ? s_lo : s_hi) * sum;
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < R; ++r) wv[0][r][0] = wv[1][r][0], wv[0][r][1] = wv[1][r][1];  // register renames
+#if TILE_GEMV_XSMEM
+            xcur ^= 2048u;
+#endif
+        }
+        if (PERSIST && u + (int)gridDim.x < units) {  // the next unit's first loads fly while this one is summed
+            start_unit(u + gridDim.x);
+            load(0, warp);
+#if TILE_GEMV_XSMEM
+            __syncwarp();
+            load_x(xcur, warp);
+#endif
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) red[buf][warp][r][lane][e] = acc[r][e];
+        __syncthreads();
+        // Slot (r, lane, e) is output 16·(R·u + r) + lane/4 + 8·(e/2) of token m0 + 2·(lane%4) + e%2.
+        for (int i = threadIdx.x; i < R * 128; i += 32 * GEMV_WARPS) {
+            const int r = i / 128, l = (i / 4) % 32, e = i % 4;
+            float sum = 0.f;
+#pragma unroll
+            for (int w = 0; w < GEMV_WARPS; ++w) sum += red[buf][w][r][l][e];
+            const int n = 16 * (u * R + r) + l / 4 + 8 * (e / 2), m = m0 + 2 * (l % 4) + e % 2;
+            if (m < M && n < N) y[(size_t)m * N + n] = __float2half_rn(sum);
+        }
+    };
+    if constexpr (!PERSIST) unit(blockIdx.x, 0);
+    else
+        for (int u = blockIdx.x, buf = 0; u < units; u += gridDim.x, buf ^= 1) unit(u, buf);
+    cp_async_wait<0>();
+}
+
+// 32 outputs per block where that still gives every SM a block, else 16; 8 tokens per block row (grid.y covers
+// any M, for the checks; the lesson's kernel takes it up to TILE_GEMV_MAX_M). One generation of blocks where the
+// units outnumber the blocks that fit, at one 8-token row: lesson 07's launch. Under PDL the blocks would crowd
+// onto the SMs the previous kernel has left (they fit 2-5 per SM): the request for shared memory of lessons 06
+// and 08 lets only the grid's share fit on an SM.
+template <int R>
+static void launch_gemv_r(const __half* x, const int32_t* Wq, const __half* scales, __half* y, int M, int N, int K,
+                          cudaStream_t stream) {
+    static int sms = 0, sm_smem = 0, fit = 0, fit1 = 0;  // fit: blocks per SM of the looping kernel, fit1: of the other
+    if (!sms) {
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+        cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0);
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, gemv_frag_kernel<R, true>, 32 * GEMV_WARPS, 0);
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit1, gemv_frag_kernel<R, false>, 32 * GEMV_WARPS, 0);
+        cudaFuncSetAttribute(gemv_frag_kernel<R, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, sm_smem / 2 + 1);
+    }
+    const int units = ((N + 15) / 16 + R - 1) / R;
+    if (M <= 8 && fit > 0 && units > fit * sms) {
+        launch_pdl(gemv_frag_kernel<R, true>, dim3(fit * sms), 32 * GEMV_WARPS, 0, stream, x, Wq, scales, y, M, N, K);
+    } else {
+        const dim3 grid(units, (M + 7) / 8);
+        const int share = (int)((grid.x * grid.y + sms - 1) / sms);
+        const size_t smem = g_pdl && TILE_GEMV_PDL_SPREAD && share < fit1 ? sm_smem / (share + 1) + 1 : 0;
+        launch_pdl(gemv_frag_kernel<R, false>, grid, 32 * GEMV_WARPS, smem, stream, x, Wq, scales, y, M, N, K);
+    }
+}
+static void launch_gemv(const __half* x, const int32_t* Wq, const __half* scales, __half* y, int M, int N, int K,
+                        cudaStream_t stream) {
+    static int sms = 0;
+    if (!sms) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    if ((N + 31) / 32 >= sms) launch_gemv_r<2>(x, Wq, scales, y, M, N, K, stream);
+    else launch_gemv_r<1>(x, Wq, scales, y, M, N, K, stream);
+}
+
 static bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 // The Python wrappers check shapes and formats with clear messages; here a bad call does nothing rather than
 // read out of bounds.
@@ -677,7 +896,25 @@ EXPORT void gemm_w4a16_frag_pipe(const __half* x, const int32_t* q, const __half
                                  cudaStream_t stream) {
     if (ok_args(K, x, q, scales)) launch<FRAGMENTS, TILE_STAGES>(x, q, scales, y, M, N, K, false, stream);
 }
+EXPORT void gemm_w4a16_frag_split(const __half* x, const int32_t* q, const __half* scales, __half* y, int M, int N,
+                                  int K, cudaStream_t stream) {
+    if (ok_args(K, x, q, scales)) launch<FRAGMENTS, TILE_STAGES>(x, q, scales, y, M, N, K, true, stream);
+}
+EXPORT void gemv_w4a16_frag(const __half* x, const int32_t* q, const __half* scales, __half* y, int M, int N, int K,
+                            cudaStream_t stream) {
+    if (ok_args(K, x, q, scales)) launch_gemv(x, q, scales, y, M, N, K, stream);
+}
 EXPORT void linear_w4a16_frag(const __half* x, const int32_t* q, const __half* scales, __half* y, int M, int N, int K,
                               cudaStream_t stream) {
-    if (ok_args(K, x, q, scales)) launch<FRAGMENTS, TILE_STAGES>(x, q, scales, y, M, N, K, true, stream);
+    if (!ok_args(K, x, q, scales)) return;
+    // The GEMV where the 8-token tiles would split K (launch_cfg's rule), in a graph at M = 1 (dev run, NOTES.md):
+    // K 14336, N 4096 15.4 → 13.7 µs, 8192² 16.9 → 15.3-16.2, 4096² 7.0 → 5.5. Where the tiles fill the SMs unsplit the
+    // GEMV lost (K 4096, N 28672: 23.6 → 26.2) or tied, and lesson 11's step with the GEMV on every layer at batch 1
+    // and 4 was 8-9% slower under PDL (not profiled; our reading: before the previous kernel ends a GEMV block has one
+    // K group of loads in flight, a tile kernel's block its ring's). With this rule the step is within ±0.3%.
+    static int sms = 0;
+    if (!sms) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    const bool splits = (long)((N + TBN - 1) / TBN) * 100 < (long)sms * TILE_FULL_PCT;
+    if (M <= TILE_GEMV_MAX_M && (TILE_GEMV_ALL || splits)) launch_gemv(x, q, scales, y, M, N, K, stream);
+    else launch<FRAGMENTS, TILE_STAGES>(x, q, scales, y, M, N, K, true, stream);
 }
