@@ -446,18 +446,32 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
 // three 16 × 8 blocks on some SMs where the grid has two per SM, and the kernel runs at the pace of its most crowded
 // SMs. Asking for shared memory that fits only the grid's share keeps them spread (as in lessons 06 and 10; the
 // decode step at batch 1 and 4: 4% faster, NOTES.md).
+constexpr int NF4_SMEM = NF4_SPREAD ? 256 * 32 * 4 : 0;  // the dynamic shared memory a block needs: its table
+
+// Lets a GEMV kernel ask for up to half an SM's shared memory (the PDL request below), then returns how many of its
+// blocks fit on an SM. In that order: under the 48 KB default, a kernel whose static shared memory and table pass
+// 48 KB fits no block, and launch_nf4 would quietly drop the looping path (16-17% slower at K 4096; NOTES.md).
+template <int R, int NT, bool TILES, bool PERSIST, bool DQ>
+static int prepare_nf4_kernel() {
+    const auto kernel = gemv_nf4_kernel<R, NT, TILES, PERSIST, DQ>;
+    int sm_smem = 0, fit = 0;
+    cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0);
+    const int most = sm_smem / 2 + 1 > NF4_SMEM ? sm_smem / 2 + 1 : NF4_SMEM;  // the largest request below
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, NTHREADS, NF4_SMEM);
+    return fit;
+}
+
 template <int R, int NT, bool TILES, bool PERSIST, bool DQ>
 static void launch_nf4_kernel(dim3 grid, const __half* x, const uint8_t* Wq, const float* absmax, const DQAbsmax& dq, const float* cb,
                               __half* y, int M, int N, int K, cudaStream_t stream) {
-    constexpr int SMEM = NF4_SPREAD ? 256 * 32 * 4 : 0;
+    constexpr int SMEM = NF4_SMEM;
     const auto kernel = gemv_nf4_kernel<R, NT, TILES, PERSIST, DQ>;
     static int sms = 0, sm_smem = 0, fit = 0;
     if (!sms) {
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
         cudaDeviceGetAttribute(&sm_smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0);
-        const int most = sm_smem / 2 + 1 > SMEM ? sm_smem / 2 + 1 : SMEM;  // the largest request below
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, NTHREADS, SMEM);
+        fit = prepare_nf4_kernel<R, NT, TILES, PERSIST, DQ>();
     }
     const int share = (grid.x * grid.y + sms - 1) / sms;
     const size_t spread = g_pdl && NF4_PDL_SPREAD && share < fit ? sm_smem / (share + 1) + 1 : 0;  // share + 1 do not fit
@@ -475,8 +489,7 @@ static void launch_nf4(const __half* x, const uint8_t* Wq, const float* absmax, 
     static int sms = 0, fit = 0;
     if (P && !sms) {
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, gemv_nf4_kernel<R, NT, TILES, P, DQ>, NTHREADS,
-                                                      NF4_SPREAD ? 256 * 32 * 4 : 0);
+        fit = prepare_nf4_kernel<R, NT, TILES, P, DQ>();
     }
     if (P && fit > 0 && grid.x > (unsigned)(fit * sms))
         launch_nf4_kernel<R, NT, TILES, P, DQ>(dim3(fit * sms), x, Wq, absmax, dq, cb, y, M, N, K, stream);
