@@ -455,10 +455,7 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
 #ifndef NF4_PERSIST
 #define NF4_PERSIST 1  // on tiles at M <= 8, where the units outnumber the blocks that fit: one generation of
 #endif                 // blocks, each looping over units (0: a block per unit everywhere)
-// Under PDL the blocks start while the kernel before still holds part of each SM, and fill the SMs with room first:
-// three 16 × 8 blocks on some SMs where the grid has two per SM, and the kernel runs at the pace of its most crowded
-// SMs. Asking for shared memory that fits only the grid's share keeps them spread (as in lessons 06 and 10; the
-// decode step at batch 1 and 4: 4% faster, NOTES.md).
+
 constexpr int NF4_SMEM = NF4_SPREAD ? 256 * 32 * 4 : 0;  // the dynamic shared memory a block needs: its table
 
 // Lets a GEMV kernel ask for up to half an SM's shared memory (the PDL request below), then returns how many of its
@@ -475,6 +472,10 @@ static int prepare_nf4_kernel() {
     return fit;
 }
 
+// Under PDL the blocks start while the kernel before still holds part of each SM, and fill the SMs with room first:
+// three 16 × 8 blocks on some SMs where the grid has two per SM, and the kernel runs at the pace of its most crowded
+// SMs. Asking for shared memory that fits only the grid's share keeps them spread (as in lessons 06 and 10; the
+// decode step at batch 1 and 4: 4% faster, NOTES.md).
 template <int R, int NT, bool TILES, bool PERSIST, bool DQ>
 static void launch_nf4_kernel(dim3 grid, const __half* x, const uint8_t* Wq, const float* absmax, const DQAbsmax& dq, const float* cb,
                               __half* y, int M, int N, int K, cudaStream_t stream) {
