@@ -6,6 +6,9 @@ lesson and exercise, and takes down neither the notebook nor the grading run.
 In a notebook: `grade.check_isolated(lesson, launcher)` returns the same report as `check.check`, or says
 how the child died (an illegal address, a time-out) instead of leaving a dead CUDA context behind.
 With sanitize="memcheck" or "racecheck" the child runs under compute-sanitizer and its findings are shown.
+Without a GPU each kernel file is still compiled, so a compile error is reported; the checks are "not run".
+Exit status: 0 when every exercise passed, 1 when any failed (wrong results, a crash, a hang, a compile error),
+2 when none failed but some could not run (no GPU, no compute-sanitizer).
 """
 from __future__ import annotations
 
@@ -96,7 +99,12 @@ def check_isolated(lesson: int | None = None, launcher: str | None = None, *, fi
         file = build.source_path(k.lesson, k.file, solution)
     name = f"{launcher} ({Path(file).relative_to(build.ROOT) if Path(file).is_relative_to(build.ROOT) else file})"
     if not toolchain.gpu_available():
-        return Outcome(name, "not-run", toolchain.NO_GPU_REASON)
+        # Compiling needs no GPU: a learner without one still learns whether the file builds.
+        try:
+            build.load_file(Path(file), solution=solution)
+        except build.BuildError as e:
+            return Outcome(name, "compile-error", str(e))
+        return Outcome(name, "not-run", f"compiles; running its check {toolchain.NO_GPU_REASON}")
     cmd = [sys.executable, "-m", "harness.grade", "--child", "--file", str(file), "--launcher", launcher,
            "--problem", problem] + (["--solution"] if solution else []) + \
           (["--lesson", str(int(lesson))] if lesson is not None and launcher else [])
@@ -198,8 +206,10 @@ def main(argv=None) -> int:
         print(f"\nNsight questions answered in kernels/*/nsight.md: {sum(a for _, a in answered)} of {len(answered)}"
               " (compare with solutions/*/nsight.md)")
     passed = sum(out.ok for *_, out in rows)
-    print(f"\n{passed} passed, {len(rows) - passed} failed")
-    return 0 if passed == len(rows) else 1
+    not_run = sum(out.status == "not-run" for *_, out in rows)
+    failed = len(rows) - passed - not_run
+    print(f"\n{passed} passed, {failed} failed" + (f", {not_run} not run" if not_run else ""))
+    return 1 if failed else 2 if not_run else 0
 
 
 if __name__ == "__main__":

@@ -22,7 +22,17 @@ def test_without_gpu_nothing_is_run():
     if toolchain.gpu_available():
         pytest.skip("this machine has a GPU")
     out = grade.check_isolated(1, "gemm_naive", solution=True)
-    assert out.status == "not-run" and "needs a CUDA GPU" in out.text
+    assert out.status == "not-run" and "compiles" in out.text and "needs a CUDA GPU" in out.text
+
+
+def test_compile_error_is_reported_without_a_gpu(tmp_path):
+    """Grading compiles the file first, GPU or not: a learner without one still sees their compile error."""
+    src = (Path(grade.build.ROOT) / "kernels" / "01_naive" / "naive_gemm.cu").read_text()
+    bad = tmp_path / "naive_gemm.cu"
+    bad.write_text(src.replace("// END EXERCISE", "int broken = ;\n// END EXERCISE", 1))
+    out = grade.check_isolated(file=bad, launcher="gemm_naive", problem="linear", timeout=120)
+    assert out.status == "compile-error" and not out.ok, str(out)
+    assert "naive_gemm.cu" in out.text and "expected an expression" in out.text, str(out)
 
 
 @pytest.mark.gpu
@@ -106,8 +116,8 @@ def test_grade_command_table(capsys):
     assert "01.a" in out and "01.b" in out and "Nsight questions answered" in out
     if toolchain.gpu_available():
         assert rc == 1 and "FAIL" in out  # the stubs are not solved
-    else:
-        assert rc == 1 and "NOT-RUN" in out and "0 passed, 2 failed" in out
+    else:  # the stubs compile; their checks cannot run: not counted as failures
+        assert rc == 2 and "NOT-RUN" in out and "0 passed, 0 failed, 2 not run" in out
 
 
 @pytest.mark.gpu
