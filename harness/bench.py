@@ -238,11 +238,12 @@ def table(rows: list[dict]) -> str:
     if not rows:
         return "(no rows)"
     base = rows[0].get("baseline", "baseline")
-    head = f"{'kernel':<28} {'shape':<22} {'time µs':>10} {'TFLOP/s':>9} {'GB/s':>8} {'% ' + base:>{max(9, len(base) + 2)}} {'% roofline':>10}"
+    w = max([28] + [len(r["op"]) for r in rows])  # long kernel names widen the column instead of shifting the row
+    head = f"{'kernel':<{w}} {'shape':<22} {'time µs':>10} {'TFLOP/s':>9} {'GB/s':>8} {'% ' + base:>{max(9, len(base) + 2)}} {'% roofline':>10}"
     out = [head, "-" * len(head)]
     for r in rows:
         pb = "" if r.get("pct_baseline") is None else f"{r['pct_baseline']:.1f}"
         pr = "" if r.get("pct_roofline") is None else f"{r['pct_roofline']:.1f}"
-        out.append(f"{r['op']:<28} {r['desc']:<22} {r['us']:>10.2f} {r['tflops']:>9.2f} {r['gbs']:>8.0f} "
+        out.append(f"{r['op']:<{w}} {r['desc']:<22} {r['us']:>10.2f} {r['tflops']:>9.2f} {r['gbs']:>8.0f} "
                    f"{pb:>{max(9, len(base) + 2)}} {pr:>10}")
     return "\n".join(out)

@@ -170,6 +170,11 @@ def test_bench_table_format():
     rows = results.load(1, "bench", prefer_local=False)["rows"]
     t = bench.table(rows)
     assert "% cuBLAS FP32" in t and "01 naive" in t and t.count("\n") == len(rows) + 1
+    # a kernel name longer than the column ("02 smem tiled, bank conflicts") widens it: every shape lines up
+    long = results.load(2, "bench", prefer_local=False)["rows"]
+    assert max(len(r["op"]) for r in long) > 28
+    lines = bench.table(long).splitlines()
+    assert len({l.index("shape") if i == 0 else l.index(" M=") + 1 for i, l in enumerate(lines) if i != 1}) == 1
 
 
 def test_nsight_recorded_reports():
