@@ -51,6 +51,12 @@ static void launch_pdl(void (*kernel)(P...), dim3 grid, int threads, size_t smem
 #ifndef TILE_STAGES
 #define TILE_STAGES 4  // cp.async ring depth of the pipelined steps (the 128-token tile: 3, for shared memory)
 #endif
+#ifndef TILE_SKEW
+#define TILE_SKEW 64  // tiles of this many tokens and up: the K loop on mbarriers, no block barrier (0: off)
+#endif
+#ifndef TILE_STAGES_SKEW
+#define TILE_STAGES_SKEW 5  // ... and their ring depth (it loads one K tile less ahead than the barrier's ring)
+#endif
 #ifndef TILE_STAGES_M8
 #define TILE_STAGES_M8 5  // ... of the 8-token tile (M <= 8) where K is not split (its stage is the smallest: 10 KB)
 #endif
@@ -102,6 +108,22 @@ __device__ __forceinline__ void cp_async16(uint32_t smem, const void* gmem, bool
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+// mbarriers (sm_80+): a 64-bit shared-memory counter that completes a phase once `count` arrivals have come in.
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+    asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {  // release: this thread's writes (and landed copies) first
+    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {  // until the phase of this parity completes
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // try_wait suspends the warp a while instead of spinning
+    asm volatile("{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}\n"
+                 ::"r"(bar), "r"(parity) : "memory");
+#else
+    asm volatile("{\n .reg .pred p;\n WAIT_%=:\n mbarrier.test_wait.parity.shared.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}\n"
+                 ::"r"(bar), "r"(parity) : "memory");
+#endif
+}
 
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {  // four 8x8 b16 matrices
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -198,7 +220,9 @@ struct Cfg {
     static constexpr int X_BYTES = BM * 256, W_BYTES = BN * 64, S_BYTES = MODE == FRAGMENTS ? BN * 2 : 0;
     static constexpr int SUB = X_BYTES + W_BYTES + S_BYTES, STAGE = KW * SUB;  // a stage: KW K tiles, one per slice
     static constexpr int PAD = MODE == WRITEBACK_PADDED ? 8 : 0, WROW = GROUP + PAD;  // FP16 tile row, in halves
-    static constexpr int SMEM = STAGES * STAGE + (MODE == FRAGMENTS ? 0 : TBN * WROW * 2);
+    // SKEW: the ring's K loop without __syncthreads (the kernel); then STAGES mbarriers follow the ring.
+    static constexpr bool SKEW = TILE_SKEW > 0 && BM >= TILE_SKEW && MODE == FRAGMENTS && KW == 1 && STAGES >= 5;
+    static constexpr int SMEM = STAGES * STAGE + (MODE == FRAGMENTS ? 0 : TBN * WROW * 2) + (SKEW ? 8 * STAGES : 0);
     static constexpr int MIN_BLOCKS = BM <= 32 && KW == 1 ? 2 : 1;  // K-sliced blocks run one per SM (the launcher)
     // Small warp tiles scale after the mma: per K tile, 4 FFMA per m16n8 tile instead of 4 HMUL2 per mma step
     // of each m16 tile (32 per K tile), at the price of a second accumulator.
@@ -211,11 +235,12 @@ struct Cfg {
                   "accumulator sets: 2 (or 4 up to 16 tokens) for the unsliced fragment-order tiles of ≤ 32 tokens");
     // Where the ring's next copies are issued. Right after the barrier, every warp of the block first spends ~80
     // instructions on them (addresses, predicates, 11 LDGSTS) with no mma ready, all at the same time. The
-    // tensor-core-bound tiles (64 tokens and up) issue them after the third of the four k32 steps instead: 4-6%
-    // faster at M = 128 and 256, 2% at 64. The memory-bound small tiles keep them first: 1-2% slower otherwise
+    // tensor-core-bound tiles (64 tokens and up) on the barrier's ring issue them after the third of the four k32
+    // steps instead: 4-6% faster at M = 128 and 256, 2% at 64. The memory-bound small tiles keep them first: 1-2%
+    // slower otherwise. Without the barrier (SKEW) the warps are not in step, and first is 1-2% faster again
     // (NOTES.md, lesson 10).
     static constexpr int LOAD_STEP = MODE != FRAGMENTS || STAGES == 1 ? 0 : TILE_LOAD_STEP >= 0 ? TILE_LOAD_STEP
-                                                                         : BM >= 64 ? 3 : 0;
+                                                                         : BM >= 64 && !SKEW ? 3 : 0;
     static_assert(LOAD_STEP <= 4, "TILE_LOAD_STEP: 0 to 4 (a later step would never issue the copies)");
     static_assert(KW == 1 || LOAD_STEP == 0, "K slices issue the copies after the barrier");
 };
@@ -310,23 +335,33 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
     float accx[!C::LATE_SCALE && NACC > 1 ? NACC - 1 : 1][MT][NT][4] = {};
     uint32_t rd = sbase, wr = sbase;  // the stage to compute from, the stage to load into
     auto next = [&](uint32_t s) { return s + C::STAGE == sbase + STAGES * C::STAGE ? sbase : s + C::STAGE; };
-    auto load_next = [&](int i) {  // in iteration i: tile i + STAGES - 1 into the stage tile i - 1 has left
-        if (i + STAGES - 1 < nk) load_tile(kt_begin + (i + STAGES - 1) * KW, wr);
+    constexpr int AHEAD = STAGES - 1 - C::SKEW;  // tiles loaded ahead of the one computed
+    auto load_next = [&](int i) {  // in iteration i: tile i + AHEAD into the stage tile i + AHEAD - STAGES has left
+        if (i + AHEAD < nk) load_tile(kt_begin + (i + AHEAD) * KW, wr);
         cp_async_commit();
         wr = next(wr);
     };
     // The ring's first tiles: their weights before pdl_wait() (under PDL they stream in while the previous kernel
     // finishes), x after it. Commit groups stay one per tile: group 0 also holds the later tiles' weights.
+    const uint32_t bars = sbase + STAGES * C::STAGE;  // SKEW: tile i's mbarrier is i % STAGES, phase i / STAGES
+    if constexpr (C::SKEW) {
+        if (threadIdx.x < STAGES) mbar_init(bars + 8 * threadIdx.x, THREADS);
+        __syncthreads();
+    }
     if (STAGES > 1) {
 #pragma unroll
-        for (int s = 0; s < STAGES - 1; ++s, wr = next(wr))
+        for (int s = 0; s < AHEAD; ++s, wr = next(wr))
             if (s < nk) load_w(kt_begin + s * KW, wr);
         pdl_wait();
         uint32_t st = sbase;
 #pragma unroll
-        for (int s = 0; s < STAGES - 1; ++s, st = next(st)) {
+        for (int s = 0; s < AHEAD; ++s, st = next(st)) {
             if (s < nk) load_x(kt_begin + s * KW, st);
             cp_async_commit();
+        }
+        if constexpr (C::SKEW) {  // tile 0: this thread's copies have landed
+            cp_async_wait<AHEAD - 1>();
+            mbar_arrive(bars);
         }
     } else {
         pdl_wait();
@@ -339,6 +374,19 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
             cp_async_commit();
             cp_async_wait<0>();
             __syncthreads();
+        } else if constexpr (C::SKEW) {
+            // No block barrier: a barrier once a K tile keeps the 8 warps in step, so that they all stop for their
+            // next fragments (shared-memory loads, dequantization) at the same moment and the tensor cores idle; at
+            // 128 tokens it cost 12-14% (timing without it; NOTES.md). Instead each thread says on tile i + 1's
+            // mbarrier that its copies of tile i + 1 have landed, and waits on tile i's for everyone's, said at
+            // their iteration i - 1. So the warps may drift up to a K tile apart; past the wait every warp has
+            // started tile i - 1 and is done with tile i - 2, whose stage this iteration refills (AHEAD).
+            cp_async_wait<(C::SKEW ? AHEAD - 2 : 0)>();  // committed: up to tile i + AHEAD - 1
+            mbar_arrive(bars + 8 * ((i + 1) % STAGES));
+            mbar_wait(bars + 8 * (i % STAGES), (uint32_t)(i / STAGES) & 1u);
+            if (C::LOAD_STEP == 0) {
+                load_next(i);
+            }
         } else {
             cp_async_wait<(STAGES > 1 ? STAGES - 2 : 0)>();  // this thread's copies of tile i have landed...
             __syncthreads();  // ...and everyone's; everyone is also done with tile i - 1's stage
@@ -557,6 +605,18 @@ static bool reserve_split(size_t bytes, int tiles, cudaStream_t stream) {
     return true;
 }
 
+static int smem_optin() {  // shared memory a block may ask for on this GPU (TILE_SMEM_CAP: as if it had less)
+    static int optin = 0;
+    if (!optin) cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
+#ifdef TILE_SMEM_CAP
+    return optin < TILE_SMEM_CAP ? optin : TILE_SMEM_CAP;
+#else
+    return optin;
+#endif
+}
+template <int MODE, int BM, int WM, int STAGES, int KW = 1>
+static bool fits() { return Cfg<MODE, BM, WM, STAGES, KW>::SMEM <= smem_optin(); }
+
 template <int MODE, int BM, int WM, int STAGES, int KW = 1, int ACC = 1>
 static void launch_cfg(const __half* x, const int32_t* Wq, const __half* scales, __half* y, int M, int N, int K,
                        bool split, cudaStream_t stream) {
@@ -595,11 +655,9 @@ static void launch_cfg(const __half* x, const int32_t* Wq, const __half* scales,
         // loads x for all of K (8192², M = 16: 17.6 → 19.6 µs; NOTES.md, lesson 10).
         if constexpr (KW == 1 && MODE == FRAGMENTS && WM == 1 && BM <= 32 && TILE_SLICE_K)
             if (splits > 1 && ktiles < TILE_SLICE_MAX_KT * splits) {
-                static int optin = 0;
-                if (!optin) cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
-                if (one_wave(TBN / 2) && Cfg<MODE, BM, WM, TILE_STAGES_KW, 2>::SMEM <= optin)
+                if (one_wave(TBN / 2) && fits<MODE, BM, WM, TILE_STAGES_KW, 2>())
                     return launch_cfg<MODE, BM, WM, TILE_STAGES_KW, 2>(x, Wq, scales, y, M, N, K, false, stream);
-                if (one_wave(TBN / 4) && Cfg<MODE, BM, WM, TILE_STAGES_KW, 4>::SMEM <= optin)
+                if (one_wave(TBN / 4) && fits<MODE, BM, WM, TILE_STAGES_KW, 4>())
                     return launch_cfg<MODE, BM, WM, TILE_STAGES_KW, 4>(x, Wq, scales, y, M, N, K, false, stream);
             }
         if (splits > 1 && !reserve_split((size_t)ntiles * splits * BM * TBN * sizeof(float), ntiles, stream)) splits = 1;
@@ -635,12 +693,20 @@ static void launch_cfg(const __half* x, const int32_t* Wq, const __half* scales,
 template <int MODE, int STAGES>
 static void launch(const __half* x, const int32_t* Wq, const __half* scales, __half* y, int M, int N, int K, bool split,
                    cudaStream_t stream) {
+    // The mbarrier K loop's ring (SKEW: 64 tokens and up) where a block may have its shared memory: 5 stages of the
+    // 128-token tile are 201 KB (H100: 227 KB a block; A100: 163 KB, which takes the barrier's 3 stages, 121 KB;
+    // sm_86/89: 99 KB, which takes two 64-token tiles of 4 stages, 97 KB).
+    constexpr int SK = STAGES > 1 && TILE_SKEW > 0 ? TILE_STAGES_SKEW : STAGES, S128 = STAGES < 3 ? STAGES : 3;
     if (M <= 8) launch_cfg<MODE, 8, 1, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
     else if (M <= 16) launch_cfg<MODE, 16, 1, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
     else if (M <= 32) launch_cfg<MODE, 32, 1, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
+    else if (M <= 64 && fits<MODE, 64, 1, SK>()) launch_cfg<MODE, 64, 1, SK>(x, Wq, scales, y, M, N, K, split, stream);
     else if (M <= 64) launch_cfg<MODE, 64, 1, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
-    else if (TILE_MAX_BM <= 64) launch_cfg<MODE, 64, 2, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
-    else launch_cfg<MODE, 128, 2, (STAGES < 3 ? STAGES : 3)>(x, Wq, scales, y, M, N, K, split, stream);
+    else if (TILE_MAX_BM > 64 && fits<MODE, 128, 2, SK>())
+        launch_cfg<MODE, 128, 2, SK>(x, Wq, scales, y, M, N, K, split, stream);
+    else if (TILE_MAX_BM > 64 && fits<MODE, 128, 2, S128>())
+        launch_cfg<MODE, 128, 2, S128>(x, Wq, scales, y, M, N, K, split, stream);
+    else launch_cfg<MODE, 64, 2, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
