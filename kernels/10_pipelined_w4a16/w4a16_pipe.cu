@@ -49,7 +49,7 @@ static void launch_pdl(void (*kernel)(P...), dim3 grid, int threads, size_t smem
 }
 
 #ifndef TILE_STAGES
-#define TILE_STAGES 4  // cp.async ring depth of the pipelined steps (the 128-token tile: 3, for shared memory)
+#define TILE_STAGES 4  // cp.async ring depth of the pipelined steps (past TILE_SKEW tokens: TILE_STAGES_SKEW)
 #endif
 #ifndef TILE_SKEW
 #define TILE_SKEW 64  // tiles of this many tokens and up: the K loop on mbarriers, no block barrier (0: off)
