@@ -55,7 +55,10 @@ static void launch_pdl(void (*kernel)(P...), dim3 grid, int threads, size_t smem
 #define TILE_SKEW 64  // tiles of this many tokens and up: the K loop on mbarriers, no block barrier (0: off)
 #endif
 #ifndef TILE_STAGES_SKEW
-#define TILE_STAGES_SKEW 5  // ... and their ring depth (it loads one K tile less ahead than the barrier's ring)
+#define TILE_STAGES_SKEW 5  // ... their ring depth at 128 tokens (it loads one K tile less ahead than the barrier's)
+#endif
+#ifndef TILE_STAGES_SKEW64
+#define TILE_STAGES_SKEW64 4  // ... at 64 tokens (M 33-64): 97 KB and ≤ 128 registers, so two blocks fit an SM
 #endif
 #ifndef TILE_STAGES_M8
 #define TILE_STAGES_M8 5  // ... of the 8-token tile (M <= 8) where K is not split (its stage is the smallest: 10 KB)
@@ -231,10 +234,13 @@ struct Cfg {
     static constexpr int X_BYTES = BM * 256, W_BYTES = BN * 64, S_BYTES = MODE == FRAGMENTS ? BN * 2 : 0;
     static constexpr int SUB = X_BYTES + W_BYTES + S_BYTES, STAGE = KW * SUB;  // a stage: KW K tiles, one per slice
     static constexpr int PAD = MODE == WRITEBACK_PADDED ? 8 : 0, WROW = GROUP + PAD;  // FP16 tile row, in halves
-    // SKEW: the ring's K loop without __syncthreads (the kernel); then STAGES mbarriers follow the ring.
-    static constexpr bool SKEW = TILE_SKEW > 0 && BM >= TILE_SKEW && MODE == FRAGMENTS && KW == 1 && STAGES >= 5;
+    // SKEW: the ring's K loop without __syncthreads (the kernel); then STAGES mbarriers follow the ring. It loads
+    // STAGES - 2 tiles ahead, so it needs 4 stages.
+    static constexpr bool SKEW = TILE_SKEW > 0 && BM >= TILE_SKEW && MODE == FRAGMENTS && KW == 1 && STAGES >= 4;
     static constexpr int SMEM = STAGES * STAGE + (MODE == FRAGMENTS ? 0 : TBN * WROW * 2) + (SKEW ? 8 * STAGES : 0);
-    static constexpr int MIN_BLOCKS = BM <= 32 && KW == 1 ? 2 : 1;  // K-sliced blocks run one per SM (the launcher)
+    // Two blocks per SM: the tiles of ≤ 32 tokens, and the 64-token tile in fragment order (125 registers instead of
+    // 137, no spills). K-sliced blocks run one per SM (the launcher).
+    static constexpr int MIN_BLOCKS = (BM <= 32 || (BM == 64 && WM == 1 && MODE == FRAGMENTS)) && KW == 1 ? 2 : 1;
     // Small warp tiles scale after the mma: per K tile, 4 FFMA per m16n8 tile instead of 4 HMUL2 per mma step
     // of each m16 tile (32 per K tile), at the price of a second accumulator.
     static constexpr bool LATE_SCALE = TILE_LATE_SCALE < 0 ? MT * NT <= 2 : TILE_LATE_SCALE;
@@ -656,7 +662,10 @@ static void launch_cfg(const __half* x, const int32_t* Wq, const __half* scales,
     if (split) {
         const int slots = sms * (per_sm < TILE_SPLIT_BLOCKS ? per_sm : TILE_SPLIT_BLOCKS);
         auto cost = [&](int s) { return (float)(((long)ntiles * s + slots - 1) / slots) * ((float)ktiles / s + TILE_SPLIT_COST); };
-        for (int s = 2; s <= 16 && s <= ktiles / 4; ++s)
+        // Parts of ≥ 4 K tiles; of ≥ 8 for the 64-token tile, which counts two blocks per SM: 4096² at M = 64 took
+        // 18.6 µs as 8 parts of 4 K tiles, 16.4 as 4 of 8 (NOTES.md, lesson 10).
+        const int min_part = BM == 64 && per_sm > 1 ? 8 : 4;
+        for (int s = 2; s <= 16 && s <= ktiles / min_part; ++s)
             if (cost(s) < cost(splits)) splits = s;
         // K slices instead, where the split's parts would be short (fewer than TILE_SLICE_MAX_KT K tiles: the ring's
         // filling and the fix-up weigh as much as the part's own tiles) and 64- or 32-output tiles give the SMs one
@@ -706,12 +715,17 @@ static void launch(const __half* x, const int32_t* Wq, const __half* scales, __h
                    cudaStream_t stream) {
     // The mbarrier K loop's ring (SKEW: 64 tokens and up) where a block may have its shared memory: 5 stages of the
     // 128-token tile are 201 KB (H100: 227 KB a block; A100: 163 KB, which takes the barrier's 3 stages, 121 KB;
-    // sm_86/89: 99 KB, which takes two 64-token tiles of 4 stages, 97 KB).
-    constexpr int SK = STAGES > 1 && TILE_SKEW > 0 ? TILE_STAGES_SKEW : STAGES, S128 = STAGES < 3 ? STAGES : 3;
+    // sm_86/89: 99 KB, which takes two 64-token tiles of 4 stages, 97 KB). The 64-token tile has 4 stages, so that
+    // two blocks share an SM where a shape's tiles (or a split's parts) outnumber the SMs: at M = 33-64 5-9% faster
+    // than one block of 5 stages on K 4096, N 14336 (split in 2), 8192² and N 28672 (NOTES.md, lesson 10).
+    constexpr bool SKEWED = STAGES > 1 && TILE_SKEW > 0;
+    constexpr int SK = SKEWED ? TILE_STAGES_SKEW : STAGES, SK64 = SKEWED ? TILE_STAGES_SKEW64 : STAGES;
+    constexpr int S128 = STAGES < 3 ? STAGES : 3;
     if (M <= 8) launch_cfg<MODE, 8, 1, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
     else if (M <= 16) launch_cfg<MODE, 16, 1, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
     else if (M <= 32) launch_cfg<MODE, 32, 1, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
-    else if (M <= 64 && fits<MODE, 64, 1, SK>()) launch_cfg<MODE, 64, 1, SK>(x, Wq, scales, y, M, N, K, split, stream);
+    else if (M <= 64 && fits<MODE, 64, 1, SK64>())
+        launch_cfg<MODE, 64, 1, SK64>(x, Wq, scales, y, M, N, K, split, stream);
     else if (M <= 64) launch_cfg<MODE, 64, 1, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
     else if (TILE_MAX_BM > 64 && fits<MODE, 128, 2, SK>())
         launch_cfg<MODE, 128, 2, SK>(x, Wq, scales, y, M, N, K, split, stream);
