@@ -705,7 +705,7 @@ static void launch(const __half* x, const int32_t* Wq, const __half* scales, __h
     // The mbarrier K loop's ring (SKEW: 64 tokens and up) where a block may have its shared memory: 5 stages of the
     // 128-token tile are 201 KB (H100: 227 KB a block; A100: 163 KB, which takes the barrier's 3 stages, 121 KB;
     // sm_86/89: 99 KB, which takes two 64-token tiles of 4 stages, 97 KB). The 64-token tile has 4 stages, so that
-    // two blocks share an SM where a shape's tiles (or a split's parts) outnumber the SMs: at M = 33-64 5-9% faster
+    // two blocks share an SM where a shape's tiles (or a split's parts) outnumber the SMs: at M = 33-64 4-10% faster
     // than one block of 5 stages on K 4096, N 14336 (split in 2), 8192² and N 28672 (NOTES.md, lesson 10).
     constexpr bool SKEWED = STAGES > 1 && TILE_SKEW > 0;
     constexpr int SK = SKEWED ? TILE_STAGES_SKEW : STAGES, SK64 = SKEWED ? TILE_STAGES_SKEW64 : STAGES;
