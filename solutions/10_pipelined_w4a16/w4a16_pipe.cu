@@ -7,7 +7,8 @@
 //   gemm_w4a16_frag              weights in fragment order (harness/quant.py, to_fragments): a lane's 16-byte
 //                                load is its own A fragments of four mma steps, dequantized in registers;
 //   gemm_w4a16_frag_pipe         + a cp.async ring of TILE_STAGES K tiles (TILE_STAGES_M8 at M <= 8 unsplit), so
-//                                loads overlap the math;
+//                                loads overlap the math (from 64 tokens on mbarriers; at 128 tokens on sm_90 filled
+//                                by the copy engine, TMA);
 //   gemm_w4a16_frag_split        + split-K where the output tiles cannot fill the SMs (K slices within the block
 //                                where the split's parts would be short);
 //   linear_w4a16_frag            + at M <= 8 where the tiles would split K, lesson 07's decode GEMV on the same bytes
@@ -15,8 +16,10 @@
 // Every step: x through ldmatrix from a swizzled shared tile, mma.sync m16n8k16 with the weights as A (16
 // outputs) and x as B (8 tokens), FP32 accumulation. The first four are single-K-range (no split) on purpose.
 // REQUIRES: sm_80
+#include <cuda.h>  // CUtensorMap (the copy engine path; the encoder is looked up through the runtime)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cstdint>
 
 #define EXPORT extern "C"  // the harness binds every EXPORT launcher to Python
@@ -90,6 +93,9 @@ static void launch_pdl(void (*kernel)(P...), dim3 grid, int threads, size_t smem
 #ifndef TILE_ACC
 #define TILE_ACC 2  // accumulator sets where a tile of ≤ 32 tokens runs one block per SM (1: off; 4 at ≤ 16 tokens)
 #endif
+#ifndef TILE_TMA
+#define TILE_TMA 1  // sm_90+: the 128-token tile's ring filled by the copy engine (0: by cp.async, on mbarriers)
+#endif
 #ifndef TILE_FULL_PCT
 #define TILE_FULL_PCT 80  // tiles of ≤ 32 tokens are not split once they alone give this % of the SMs a block (101: off)
 #endif
@@ -126,6 +132,22 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {  // u
     asm volatile("{\n .reg .pred p;\n WAIT_%=:\n mbarrier.test_wait.parity.shared.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}\n"
                  ::"r"(bar), "r"(parity) : "memory");
 #endif
+}
+
+// The copy engine (TMA, sm_90+): one thread asks for a whole box of a matrix described by a tensor map the host
+// encodes; the engine computes the addresses, zero-fills what lies outside the matrix and counts the bytes that land
+// on an mbarrier, whose phase completes once the arrivals and the announced bytes are in (lesson 04).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define SM90(...) __trap()  // never launched there: the host takes the cp.async ring
+#else
+#define SM90(...) __VA_ARGS__
+#endif
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, int bytes) {  // arrive, announcing bytes to come
+    SM90(asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory"));
+}
+__device__ __forceinline__ void tma_box(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
+    SM90(asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                      ::"r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar) : "memory"));
 }
 
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {  // four 8x8 b16 matrices
@@ -227,17 +249,25 @@ __device__ __forceinline__ void x_frags(uint32_t (&b)[4], uint32_t addr) { ldsm_
 // Shared memory per stage: x (BM × 256 B), then the weights: FRAGMENTS: the block's 8 m16 tiles in fragment
 // order (1 KB each: two 64-wide K chunks × 32 lanes × 16 B) and its 128 scales (256 B); WRITEBACK*: lesson 07's
 // packed rows (128 × 64 B). WRITEBACK* also has one FP16 tile, 128 rows × (128 + PAD) halves.
-template <int MODE, int BM, int WM, int STAGES, int KW = 1, int ACC_ = 1>
+template <int MODE, int BM, int WM, int STAGES, int KW = 1, int ACC_ = 1, bool TMA_ = false>
 struct Cfg {
     static_assert(KW == 1 || (MODE == FRAGMENTS && WM == 1), "K slices: fragment order, one warp row");
+    // TMA: the ring filled by the copy engine (sm_90+). x's tile is two boxes of BM rows × 64 halves, [half][row],
+    // rows of 128 bytes in the engine's 128-byte swizzle (piece c of row r at c ^ (r % 8)), so a stage starts on
+    // 1 KB (the swizzle's period); then the weights and scales as before. Full and empty mbarriers follow the ring.
+    static constexpr bool TMA = TMA_;
+    static_assert(!TMA || (MODE == FRAGMENTS && KW == 1 && STAGES > 1), "the copy engine: fragment order, a ring");
     static constexpr int BN = TBN / KW, TWN = 8 / WM / KW, MT = BN / TWN / 16, NT = BM / WM / 8;  // BN: outputs per block
     static constexpr int X_BYTES = BM * 256, W_BYTES = BN * 64, S_BYTES = MODE == FRAGMENTS ? BN * 2 : 0;
-    static constexpr int SUB = X_BYTES + W_BYTES + S_BYTES, STAGE = KW * SUB;  // a stage: KW K tiles, one per slice
+    static constexpr int SUB = X_BYTES + W_BYTES + S_BYTES;
+    static constexpr int STAGE = TMA ? (SUB + 1023) / 1024 * 1024 : KW * SUB;  // a stage: KW K tiles, one per slice
+    static constexpr int XROW = TMA ? 128 : 256;  // bytes from one token row of x's tile to the next
     static constexpr int PAD = MODE == WRITEBACK_PADDED ? 8 : 0, WROW = GROUP + PAD;  // FP16 tile row, in halves
     // SKEW: the ring's K loop without __syncthreads (the kernel); then STAGES mbarriers follow the ring. It loads
     // STAGES - 2 tiles ahead, so it needs 4 stages.
-    static constexpr bool SKEW = TILE_SKEW > 0 && BM >= TILE_SKEW && MODE == FRAGMENTS && KW == 1 && STAGES >= 4;
-    static constexpr int SMEM = STAGES * STAGE + (MODE == FRAGMENTS ? 0 : TBN * WROW * 2) + (SKEW ? 8 * STAGES : 0);
+    static constexpr bool SKEW = !TMA && TILE_SKEW > 0 && BM >= TILE_SKEW && MODE == FRAGMENTS && KW == 1 && STAGES >= 4;
+    static constexpr int SMEM = STAGES * STAGE + (MODE == FRAGMENTS ? 0 : TBN * WROW * 2) + (SKEW ? 8 * STAGES : 0)
+                                + (TMA ? 16 * STAGES + 1024 : 0);
     // Two blocks per SM: the tiles of ≤ 32 tokens, and the 64-token tile in fragment order (125 registers instead of
     // 137, no spills). K-sliced blocks run one per SM (the launcher).
     static constexpr int MIN_BLOCKS = (BM <= 32 || (BM == 64 && WM == 1 && MODE == FRAGMENTS)) && KW == 1 ? 2 : 1;
@@ -257,16 +287,22 @@ struct Cfg {
     // slower otherwise. Without the barrier (SKEW) the warps are not in step, and first is 1-2% faster again
     // (NOTES.md, lesson 10).
     static constexpr int LOAD_STEP = MODE != FRAGMENTS || STAGES == 1 ? 0 : TILE_LOAD_STEP >= 0 ? TILE_LOAD_STEP
-                                                                         : BM >= 64 && !SKEW ? 3 : 0;
+                                     : BM >= 64 && !SKEW && !TMA ? 3 : 0;
     static_assert(LOAD_STEP <= 4, "TILE_LOAD_STEP: 0 to 4 (a later step would never issue the copies)");
     static_assert(KW == 1 || LOAD_STEP == 0, "K slices issue the copies after the barrier");
 };
 
-template <int MODE, int BM, int WM, int STAGES, int KW = 1, int ACC = 1>
-__global__ void __launch_bounds__(THREADS, (Cfg<MODE, BM, WM, STAGES, KW, ACC>::MIN_BLOCKS))
+// The copy engine's tensor maps (TMA configurations only): x [M, K] in boxes of BM × 64 halves, swizzled; the
+// fragment-order weights as [N/16 rows, K·2 words] in boxes of 8 × 256 words (a K tile of the block's 8 m16 tiles);
+// the scales [K/128, N] in boxes of 1 × 128.
+struct Maps { CUtensorMap x, w, s; };
+
+template <int MODE, int BM, int WM, int STAGES, int KW = 1, int ACC = 1, bool TMA = false>
+__global__ void __launch_bounds__(THREADS, (Cfg<MODE, BM, WM, STAGES, KW, ACC, TMA>::MIN_BLOCKS))
 w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const __half* __restrict__ scales,
-             __half* __restrict__ y, int M, int N, int K, float* __restrict__ ws, int* __restrict__ counters) {
-    using C = Cfg<MODE, BM, WM, STAGES, KW, ACC>;
+             __half* __restrict__ y, int M, int N, int K, float* __restrict__ ws, int* __restrict__ counters,
+             const __grid_constant__ Maps maps) {
+    using C = Cfg<MODE, BM, WM, STAGES, KW, ACC, TMA>;
     constexpr int MT = C::MT, NT = C::NT, BN = C::BN;
     extern __shared__ __align__(128) uint8_t smem[];
     pdl_trigger();
@@ -276,7 +312,7 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
     const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM, groups = K / GROUP, splits = gridDim.z;
     const int kt_begin = (int)((long)groups * blockIdx.z / splits), kt_end = (int)((long)groups * (blockIdx.z + 1) / splits);
     const int nk = (kt_end - kt_begin + KW - 1) / KW, tiles16 = (N + 15) / 16, npad = tiles16 * 16;  // nk: stages
-    const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem);
+    const uint32_t sraw = (uint32_t)__cvta_generic_to_shared(smem), sbase = TMA ? (sraw + 1023) & ~1023u : sraw;
 
     // Each thread's copies, planned once: source at K tile 0 (a K tile adds a fixed stride), offset in a stage.
     // The first version computed them in every K tile: 500 instructions per warp and K tile, a third of them
@@ -342,9 +378,13 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
     // The lane's shared-memory reads, relative to a stage: x's ldmatrix rows for the four k32 steps (the
     // swizzle depends on lane % 8 only, since the warp's token rows start at a multiple of 8), its 16-byte
     // piece of each m16 tile's fragments, and the scales of its rows g and g + 8.
+    // TMA: the same row and piece in the copy engine's layout ([half][row], 128-byte rows, the same XOR).
     uint32_t xl[4];
 #pragma unroll
-    for (int j2 = 0; j2 < 4; ++j2) xl[j2] = x_row_addr(wm0, j2, lane);
+    for (int j2 = 0; j2 < 4; ++j2) {
+        const uint32_t a = x_row_addr(wm0, j2, lane);
+        xl[j2] = C::TMA ? (a >> 8) * 128 + (a & 127) + ((a >> 7) & 1) * (BM * 128) : a;
+    }
     const uint32_t wl = C::X_BYTES + (wn0 / 16) * 1024 + lane * 16, sl = C::X_BYTES + C::W_BYTES + (wn0 + g) * 2;
 
     constexpr int NACC = C::ACC;
@@ -353,10 +393,32 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
     uint32_t rd = sbase, wr = sbase;  // the stage to compute from, the stage to load into
     auto next = [&](uint32_t s) { return s + C::STAGE == sbase + STAGES * C::STAGE ? sbase : s + C::STAGE; };
     constexpr int AHEAD = STAGES - 1 - C::SKEW;  // tiles loaded ahead of the one computed
+    // TMA: stage s's full mbarrier completes when its copies have landed, its empty one when the 8 warps have read it.
+    const uint32_t full = sbase + STAGES * C::STAGE, empty = full + 8 * STAGES;
+    auto tma_w = [&](int kt, int s) {  // thread 0: a stage's weights and scales, announcing all of its bytes
+        const uint32_t stg = sbase + s * C::STAGE, bar = full + 8 * s;
+        mbar_expect_tx(bar, C::X_BYTES + C::W_BYTES + C::S_BYTES);  // whole boxes, zeros included
+        tma_box(stg + C::X_BYTES, &maps.w, kt * 256, n0 / 16, bar);
+        tma_box(stg + C::X_BYTES + C::W_BYTES, &maps.s, n0, kt, bar);
+    };
+    auto tma_x = [&](int kt, int s) {  // thread 0: x's two boxes (K halves 0-63, 64-127 of the tile)
+        const uint32_t stg = sbase + s * C::STAGE, bar = full + 8 * s;
+        tma_box(stg, &maps.x, kt * GROUP, m0, bar);
+        tma_box(stg + BM * 128, &maps.x, kt * GROUP + 64, m0, bar);
+    };
     auto load_next = [&](int i) {  // in iteration i: tile i + AHEAD into the stage tile i + AHEAD - STAGES has left
-        if (i + AHEAD < nk) load_tile(kt_begin + (i + AHEAD) * KW, wr);
-        cp_async_commit();
-        wr = next(wr);
+        if constexpr (C::TMA) {  // the stage of tile j = i - 1, once every warp has read it, gets tile j + STAGES
+            const int j = i - 1;  // (after the wait, LOAD_STEP 0: 3-4% faster than halfway through the tile)
+            if (warp == 0 && j >= 0 && j + STAGES < nk) {  // all of warp 0 waits (mma.sync wants the warp whole)
+                mbar_wait(empty + 8 * (j % STAGES), (uint32_t)(j / STAGES) & 1u);
+                if (lane == 0) tma_w(kt_begin + j + STAGES, j % STAGES), tma_x(kt_begin + j + STAGES, j % STAGES);
+                __syncwarp();
+            }
+        } else {
+            if (i + AHEAD < nk) load_tile(kt_begin + (i + AHEAD) * KW, wr);
+            cp_async_commit();
+            wr = next(wr);
+        }
     };
     // The ring's first tiles: their weights before pdl_wait() (under PDL they stream in while the previous kernel
     // finishes), x after it. Commit groups stay one per tile: group 0 also holds the later tiles' weights.
@@ -365,7 +427,18 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
         if (threadIdx.x < STAGES) mbar_init(bars + 8 * threadIdx.x, THREADS);
         __syncthreads();
     }
-    if (STAGES > 1) {
+    if constexpr (C::TMA) {  // every stage's weights before pdl_wait(), x after it
+        if (threadIdx.x == 0) {
+            for (int s = 0; s < STAGES; ++s) mbar_init(full + 8 * s, 1), mbar_init(empty + 8 * s, 8);
+            SM90(asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"));  // visible to the copy engine
+        }
+        __syncthreads();
+        if (threadIdx.x == 0)
+            for (int s = 0; s < STAGES && s < nk; ++s) tma_w(kt_begin + s, s);
+        pdl_wait();
+        if (threadIdx.x == 0)
+            for (int s = 0; s < STAGES && s < nk; ++s) tma_x(kt_begin + s, s);
+    } else if (STAGES > 1) {
 #pragma unroll
         for (int s = 0; s < AHEAD; ++s, wr = next(wr))
             if (s < nk) load_w(kt_begin + s * KW, wr);
@@ -391,6 +464,11 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
             cp_async_commit();
             cp_async_wait<0>();
             __syncthreads();
+        } else if constexpr (C::TMA) {  // no block barrier either: each warp waits for its data, and warp 0, before a
+            mbar_wait(full + 8 * (i % STAGES), (uint32_t)(i / STAGES) & 1u);  // refill, for the warps done with it
+            if (C::LOAD_STEP == 0) {
+                load_next(i);
+            }
         } else if constexpr (C::SKEW) {
             // No block barrier: a barrier once a K tile keeps the 8 warps in step, so that they all stop for their
             // next fragments (shared-memory loads, dequantization) at the same moment and the tensor cores idle; at
@@ -436,7 +514,7 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
                 for (int jj = 0; jj < 2; ++jj) {
                     uint32_t b[NT][4];
 #pragma unroll
-                    for (int nt = 0; nt < NT; ++nt) x_frags(b[nt], st + xl[2 * kq + jj] + nt * 2048);
+                    for (int nt = 0; nt < NT; ++nt) x_frags(b[nt], st + xl[2 * kq + jj] + nt * 8 * C::XROW);
 #pragma unroll
                     for (int s = 0; s < 2; ++s)
 #pragma unroll
@@ -456,6 +534,11 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
                         load_next(i);
                     }
                 }
+            }
+            if constexpr (C::TMA) {  // this warp is done with the stage (arriving after its last read, before the
+                                     // tile's last mma, was 2-4% slower: the arrive waits for the reads' data)
+                __syncwarp();
+                if (lane == 0) mbar_arrive(empty + 8 * (i % STAGES));
             }
             if (C::LATE_SCALE) {
 #pragma unroll
@@ -631,14 +714,42 @@ static int smem_optin() {  // shared memory a block may ask for on this GPU (TIL
     return optin;
 #endif
 }
-template <int MODE, int BM, int WM, int STAGES, int KW = 1>
-static bool fits() { return Cfg<MODE, BM, WM, STAGES, KW>::SMEM <= smem_optin(); }
+template <int MODE, int BM, int WM, int STAGES, int KW = 1, bool TMA = false>
+static bool fits() { return Cfg<MODE, BM, WM, STAGES, KW, 1, TMA>::SMEM <= smem_optin(); }
 
-template <int MODE, int BM, int WM, int STAGES, int KW = 1, int ACC = 1>
+// The copy engine's maps for this call (launch() encodes them; the pointers change from call to call).
+static Maps g_maps{};
+static bool encode_map(CUtensorMap* map, CUtensorMapDataType type, void* p, uint64_t cols, uint64_t rows, int elem,
+                       uint32_t box_cols, uint32_t box_rows, bool swizzle) {
+    static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+    if (!encode) {
+        cudaDriverEntryPointQueryResult q;
+        void* fn = nullptr;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess || !fn)
+            return false;
+        encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+    }
+    const cuuint64_t dims[2] = {cols, rows}, strides[1] = {cols * elem};
+    const cuuint32_t box[2] = {box_cols, box_rows}, estr[2] = {1, 1};
+    return encode(map, type, 2, p, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                  swizzle ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+static bool encode_maps(const __half* x, const int32_t* Wq, const __half* scales, int M, int N, int K, int bm) {
+    const int tiles16 = (N + 15) / 16;
+    return encode_map(&g_maps.x, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, const_cast<__half*>(x), K, M, 2, 64, bm, true) &&
+           encode_map(&g_maps.w, CU_TENSOR_MAP_DATA_TYPE_UINT32, const_cast<int32_t*>(Wq), (uint64_t)K * 2, tiles16, 4,
+                      256, 8, false) &&
+           encode_map(&g_maps.s, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, const_cast<__half*>(scales), tiles16 * 16, K / GROUP, 2,
+                      TBN, 1, false);
+}
+
+template <int MODE, int BM, int WM, int STAGES, int KW = 1, int ACC = 1, bool TMA = false>
 static void launch_cfg(const __half* x, const int32_t* Wq, const __half* scales, __half* y, int M, int N, int K,
                        bool split, cudaStream_t stream) {
-    using C = Cfg<MODE, BM, WM, STAGES, KW, ACC>;
-    auto kernel = w4a16_kernel<MODE, BM, WM, STAGES, KW, ACC>;
+    using C = Cfg<MODE, BM, WM, STAGES, KW, ACC, TMA>;
+    auto kernel = w4a16_kernel<MODE, BM, WM, STAGES, KW, ACC, TMA>;
     static int sms = 0, per_sm = 0, pdl_smem = 0;
     if (!sms) {
         int sm_smem = 0;
@@ -703,7 +814,18 @@ static void launch_cfg(const __half* x, const int32_t* Wq, const __half* scales,
     // third of an SM's shared memory keeps them at two per SM, as the split counts (lesson 11 at batch 1: 2,820 µs a
     // step with PDL and without this, 2,211 with it, 2,540 without PDL; NOTES.md).
     launch_pdl(kernel, dim3(tiles.x, tiles.y, splits), THREADS, g_pdl ? pdl_smem : C::SMEM, stream, x, Wq, scales, y,
-               M, N, K, g_ws, g_counters);
+               M, N, K, g_ws, g_counters, TMA ? g_maps : Maps{});
+}
+
+// The copy-engine configuration of a tile: where its machine code is sm_90+ (an sm_80 build running on an H100 has no
+// copy engine), its shared memory fits, and the driver encodes the maps.
+template <int MODE, int BM, int WM, int STAGES>
+static bool tma_ok(const __half* x, const int32_t* Wq, const __half* scales, int M, int N, int K) {
+    static const bool built = [] {
+        cudaFuncAttributes a;
+        return cudaFuncGetAttributes(&a, w4a16_kernel<MODE, BM, WM, STAGES, 1, 1, true>) == cudaSuccess && a.binaryVersion >= 90;
+    }();
+    return built && fits<MODE, BM, WM, STAGES, 1, true>() && encode_maps(x, Wq, scales, M, N, K, BM);
 }
 
 // Tile by M: up to 64 tokens, 8 warps side by side along N, each dequantizing its 16 outputs' weights once for all
@@ -721,6 +843,13 @@ static void launch(const __half* x, const int32_t* Wq, const __half* scales, __h
     constexpr bool SKEWED = STAGES > 1 && TILE_SKEW > 0;
     constexpr int SK = SKEWED ? TILE_STAGES_SKEW : STAGES, SK64 = SKEWED ? TILE_STAGES_SKEW64 : STAGES;
     constexpr int S128 = STAGES < 3 ? STAGES : 3;
+    // On sm_90 the 128-token tile's ring is filled by the copy engine: thread 0 asks for 4 boxes a K tile, where every
+    // thread issued 11 cp.async and waited for them. M = 128 2-4% faster, M = 256 3-15% (K 4096, N 14336 51.8 → 49.9
+    // µs, 8192² 55.2 → 53.5; NOTES.md, lesson 10). The 64-token tile stays on cp.async: 2-3% slower on the engine
+    // on four of the five shapes timed.
+    if constexpr (MODE == FRAGMENTS && SKEWED && TILE_TMA)
+        if (M > 64 && TILE_MAX_BM > 64 && tma_ok<MODE, 128, 2, SK>(x, Wq, scales, M, N, K))
+            return launch_cfg<MODE, 128, 2, SK, 1, 1, true>(x, Wq, scales, y, M, N, K, split, stream);
     if (M <= 8) launch_cfg<MODE, 8, 1, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
     else if (M <= 16) launch_cfg<MODE, 16, 1, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
     else if (M <= 32) launch_cfg<MODE, 32, 1, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
