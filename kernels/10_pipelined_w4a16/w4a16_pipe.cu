@@ -835,7 +835,8 @@ static void launch(const __half* x, const int32_t* Wq, const __half* scales, __h
     // On sm_90 the 128-token tile's ring is filled by the copy engine: thread 0 asks for 4 boxes a K tile, where every
     // thread issued 11 cp.async and waited for them. M = 128 2-4% faster, M = 256 3-15% (K 4096, N 14336 51.8 → 49.9
     // µs, 8192² 55.2 → 53.5; NOTES.md, lesson 10). The 64-token tile stays on cp.async: 2-3% slower on the engine
-    // on four of the five shapes timed.
+    // on four of the five shapes timed. The memory-bound tiles of ≤ 32 tokens lose more: the same bytes land later
+    // from one thread's boxes than from 256 threads' cp.async (K 4096, N 14336 at M = 1: 13.8 → 18.6 µs in a graph).
     if constexpr (MODE == FRAGMENTS && SKEWED && TILE_TMA)
         if (M > 64 && TILE_MAX_BM > 64 && tma_ok<MODE, 128, 2, SK>(x, Wq, scales, M, N, K))
             return launch_cfg<MODE, 128, 2, SK, 1, 1, true>(x, Wq, scales, y, M, N, K, split, stream);
