@@ -479,6 +479,24 @@ def wgmma_markdown() -> str:
     return "\n".join(out)
 
 
+def stream_fit(rows: list[dict], key: str) -> tuple[float, float]:
+    """Lesson 12's read probe: t = a + bytes / B through the two largest sizes' fastest plain reads (no PDL, not
+    cuBLAS) by `key` ("per_call_us", "chain_us" or "graph_us"). Returns (a in µs, B in TB/s): what of each call is
+    not bytes, and the bandwidth the bytes move at."""
+    best = {}
+    for r in rows:
+        if r["variant"].startswith("cuBLAS") or "PDL" in r["variant"] or not r.get(key):
+            continue
+        best[r["bytes"]] = min(best.get(r["bytes"], float("inf")), r[key])
+    if len(best) < 2:
+        raise ValueError(f"stream_fit: plain reads of two sizes needed, found {len(best)}")
+    (n1, t1), (n2, t2) = sorted(best.items())[-2:]
+    if t2 <= t1:
+        raise ValueError(f"stream_fit: the larger read ({n2} B, {t2} µs) is not slower than the smaller ({n1} B, {t1} µs)")
+    B = (n2 - n1) / (t2 - t1) / 1e6  # bytes per µs → TB/s
+    return t2 - n2 / (B * 1e6), B
+
+
 def stream_markdown() -> str:
     """Lesson 12's read probe: the fastest way found to read each weight size, per call, in a chain of calls and in
     a CUDA graph."""
@@ -508,6 +526,10 @@ def stream_markdown() -> str:
                "call, as every table of the course; chain: 20 back-to-back calls between two events, per call; graph: 20 "
                f"or more calls replayed from one CUDA graph, per call; PDL: programmatic dependent launch. Measured on "
                f"{env_line(sec)}.")
+    fits = [stream_fit(sec["rows"], k) for k in ("per_call_us", "chain_us", "graph_us")]
+    out.append(f"\nA line t = a + bytes / B through the two largest sizes' best plain reads: a = {fits[0][0]:.1f} µs per "
+               f"call, {fits[1][0]:.1f} chained, {fits[2][0]:.1f} in a graph (what of each call is not bytes), B = "
+               + " / ".join(f"{b:.2f}" for _, b in fits) + " TB/s.")
     return "\n".join(out)
 
 

@@ -92,6 +92,29 @@ def test_graph_table_reads_per_call_then_graph(monkeypatch):
                        "1.50× → 1.50×", "–"]
 
 
+def test_stream_fit_recovers_the_line_and_skips_cublas_and_pdl():
+    """results.stream_fit (lesson 12's read probe): the line through the two largest sizes' fastest plain reads."""
+    a, B = 2.5, 3.0  # µs, TB/s
+    t = lambda n: a + n / (B * 1e6)
+    rows = []
+    for n in (8e6, 30e6, 60e6, 120e6):
+        rows += [dict(bytes=n, variant="ldg U=4 grid=4xSM", per_call_us=t(n) + 0.3),
+                 dict(bytes=n, variant="bulk S=4 chunk=16K grid=1xSM", per_call_us=t(n)),  # the fastest plain read
+                 dict(bytes=n, variant="ldg U=4 grid=4xSM +PDL", per_call_us=t(n) - 2.0),  # overlaps: not a read's cost
+                 dict(bytes=n, variant="cuBLAS FP16 M=1 (same bytes)", per_call_us=t(n) - 1.0)]
+    got_a, got_B = results.stream_fit(rows, "per_call_us")
+    assert got_a == pytest.approx(a) and got_B == pytest.approx(B)
+    with pytest.raises(ValueError, match="two sizes"):
+        results.stream_fit([r for r in rows if r["bytes"] == 8e6], "per_call_us")
+    with pytest.raises(ValueError, match="not slower"):
+        results.stream_fit([dict(bytes=1e6, variant="ldg", graph_us=5.0), dict(bytes=2e6, variant="ldg", graph_us=4.0)],
+                           "graph_us")
+    # the recorded run: the fit lesson 12's and the README's prose quote comes out of the stored rows
+    rows12 = results.load(12, "stream", prefer_local=False)["rows"]
+    fits = [results.stream_fit(rows12, k) for k in ("per_call_us", "chain_us", "graph_us")]
+    assert all(0 < a < 10 and 2.5 < B < 3.5 for a, B in fits) and fits[0][0] > fits[1][0] > fits[2][0]
+
+
 def test_readme_tables_are_generated_from_results():
     assert results.update_readme(check=True), "README tables are stale: run python -m harness.results readme"
 
