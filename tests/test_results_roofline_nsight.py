@@ -113,6 +113,15 @@ def test_stream_fit_recovers_the_line_and_skips_cublas_and_pdl():
     rows12 = results.load(12, "stream", prefer_local=False)["rows"]
     fits = [results.stream_fit(rows12, k) for k in ("per_call_us", "chain_us", "graph_us")]
     assert all(0 < a < 10 and 2.5 < B < 3.5 for a, B in fits) and fits[0][0] > fits[1][0] > fits[2][0]
+    (a1, b1), (a2, _), (a3, _) = fits  # prose written by hand quotes them: re-recording the probe must update it
+    nb = json.loads((build.ROOT / "lessons" / "12_hopper_wgmma.ipynb").read_text())
+    prose = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    readme = " ".join((build.ROOT / "README.md").read_text().split())
+    for quote in (f"B = {b1:.2f} TB/s and a = {a1:.1f} µs", f"a = {a2:.1f} µs back to back and {a3:.1f} µs in a graph",
+                  f"Section 1: {a1:.1f} µs of a"):
+        assert quote in " ".join(prose.split()), f"lesson 12's prose does not quote the stored fit: {quote!r}"
+    for quote in (f"{a1:.1f} µs of each call is launch and ramp", f"{a3:.1f} µs of fixed cost left"):
+        assert quote in readme, f"the README does not quote the stored fit: {quote!r}"
 
 
 def test_readme_tables_are_generated_from_results():
