@@ -2,7 +2,7 @@
 
     python -m harness.run [LESSON ...] [--in-place] [--timeout SECONDS]
 
-Executed notebooks go to build/executed/ (lessons/ itself with --in-place, which is how the stored
+Executed notebooks go to build/executed/ (the notebook's own file with --in-place, which is how the stored
 H100 outputs are made), figures to build/plots/. Cells tagged `gpu` launch kernels: on a machine
 with no GPU they are skipped, and keep the output recorded on the H100 under a line saying so;
 with REQUIRE_GPU=1 a missing GPU is an error instead. With COURSE_RECORD=1 and --in-place it makes the reference
@@ -24,7 +24,7 @@ OUT = build.ROOT / "build" / "executed"
 
 
 def notebooks(selected: list[str] | None = None) -> list[Path]:
-    nbs = sorted(p for p in LESSONS.glob("[0-9][0-9]_*.ipynb"))
+    nbs = sorted(p for p in LESSONS.glob("[0-9][0-9]_*/[0-9][0-9]_*.ipynb") if ".ipynb_checkpoints" not in p.parts)
     if selected:
         want = {f"{int(s):02d}" for s in selected}
         nbs = [p for p in nbs if p.name[:2] in want]
@@ -58,7 +58,7 @@ def execute(path: Path, out_path: Path, timeout: int) -> dict:
             return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
 
     os.environ["COURSE_NOTEBOOK"] = path.stem  # the kernel inherits it (roofline.records_ceilings)
-    client = Client(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(LESSONS)}})
+    client = Client(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
     try:
         client.execute()
     except Exception as e:  # CellExecutionError and friends: keep what ran, report the error

@@ -64,7 +64,7 @@ def test_catalog_covers_every_launcher_and_exercise():
     assert {e for k in catalog.kernels() for e in k.exercises} <= ids
 
 
-NOTEBOOKS = sorted((ROOT / "lessons").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "lessons").glob("[0-9][0-9]_*/[0-9][0-9]_*.ipynb"))
 GPU_CALLS = re.compile(r"check\.check\(|bench\.compare\(|nsight\.profile\(|roofline\.measure\(")
 
 

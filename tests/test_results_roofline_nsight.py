@@ -114,7 +114,7 @@ def test_stream_fit_recovers_the_line_and_skips_cublas_and_pdl():
     fits = [results.stream_fit(rows12, k) for k in ("per_call_us", "chain_us", "graph_us")]
     assert all(0 < a < 10 and 2.5 < B < 3.5 for a, B in fits) and fits[0][0] > fits[1][0] > fits[2][0]
     (a1, b1), (a2, _), (a3, _) = fits  # prose written by hand quotes them: re-recording the probe must update it
-    nb = json.loads((build.ROOT / "lessons" / "12_hopper_wgmma.ipynb").read_text())
+    nb = json.loads((build.ROOT / "lessons" / "12_hopper_wgmma" / "12_hopper_wgmma.ipynb").read_text())
     prose = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     readme = " ".join((build.ROOT / "README.md").read_text().split())
     for quote in (f"B = {b1:.2f} TB/s and a = {a1:.1f} µs", f"a = {a2:.1f} µs back to back and {a3:.1f} µs in a graph",
@@ -133,7 +133,7 @@ def test_markdown_tables_are_not_cut_by_a_blank_line():
     lessons 11 and 12 that way). A table row after a blank line must start a new table (a header and its |---| line)."""
     texts = [("README.md", (build.ROOT / "README.md").read_text())]
     texts += [(p.parent.name + "/nsight.md", p.read_text()) for p in sorted((build.ROOT / "solutions").glob("*/nsight.md"))]
-    for nb in sorted((build.ROOT / "lessons").glob("*.ipynb")):
+    for nb in sorted((build.ROOT / "lessons").glob("*/[0-9][0-9]_*.ipynb")):
         cells = json.loads(nb.read_text())["cells"]
         texts += [(f"{nb.name}, cell {j}", "".join(c["source"])) for j, c in enumerate(cells) if c["cell_type"] == "markdown"]
     for where, text in texts:
