@@ -5,6 +5,9 @@ which costs about a minute on a 2-core machine. Here the .cu file includes only 
 exposes plain C launchers that take raw pointers; a tiny generated pybind11 binding calls them.
 Cold builds take seconds, and a build whose inputs did not change is reused without running ninja.
 
+Every command (notebooks, run, grade, test) shares one kernel cache: build/cache/ in the repository, or the folder
+named by COURSE_CACHE. A failed build leaves nothing behind, so building again compiles again.
+
 A kernel file marks each launcher it exports with EXPORT (defined as `extern "C"` in the file):
 
     EXPORT void gemm_naive(const float* x, const float* W, float* y, int M, int N, int K,
@@ -56,7 +59,12 @@ class NoGPUError(RuntimeError):
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("COURSE_CACHE", Path.home() / ".cache" / "gpu-kernel-course"))
+    """The kernel cache: build/cache/ in the repository unless COURSE_CACHE names another folder."""
+    return Path(os.environ.get("COURSE_CACHE") or ROOT / "build" / "cache").resolve()
+
+
+# Set by the command-line entry points: a cold compile takes 5-30 s on a small machine, so they say it started.
+ANNOUNCE_COMPILES = False
 
 
 def use_solutions() -> bool:
@@ -443,6 +451,16 @@ def _prune(parent: Path, prefix: str, keep: Path):
         shutil.rmtree(p, ignore_errors=True)
 
 
+def _forget_failed_build(cpp_extension, modname: str, bdir: Path):
+    """torch remembers, per process, the inputs of each module name it built, and skips the build when they recur:
+    after a failed build that would load a .so that was never made. Forget the attempt and its folder, so that
+    building the same source again compiles again and reports the same error."""
+    entries = getattr(getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None), "entries", None)
+    if isinstance(entries, dict):
+        entries.pop(modname, None)
+    shutil.rmtree(bdir, ignore_errors=True)
+
+
 def _import_so(name: str, so: Path):
     spec = importlib.util.spec_from_file_location(name, so)
     mod = importlib.util.module_from_spec(spec)
@@ -500,6 +518,8 @@ def load_file(path: Path, *, solution: bool = False, extra_cuda_flags: list[str]
 
     from torch.utils import cpp_extension
 
+    if ANNOUNCE_COMPILES:
+        print(f"[course] compiling {_show(path)} ...", file=sys.stderr, flush=True)
     bdir.mkdir(parents=True, exist_ok=True)
     ldflags = []
     link_dir = _cudart_link_dir(tc)
@@ -511,21 +531,26 @@ def load_file(path: Path, *, solution: bool = False, extra_cuda_flags: list[str]
     # makes the second wait, and its ninja then has nothing to do; written to build.log, its log would replace the
     # first one's ptxas report, which KernelModule.resources() reads.
     log, mine = bdir / "build.log", bdir / f"build.{os.getpid()}.log"
+    ok = False
     try:
         with _capture_fds(mine):
             ext = cpp_extension.load_inline(
                 modname, cpp_sources=cpp_src, cuda_sources=cuda_src, no_implicit_headers=True,
                 build_directory=str(bdir), extra_cuda_cflags=flags, extra_cflags=["-O2"],
                 extra_ldflags=ldflags, with_cuda=True, verbose=True, keep_intermediates=True)
+        ok = True
     except (RuntimeError, subprocess.CalledProcessError) as e:
         raw = mine.read_text(errors="replace") + "\n" + str(e)
-        shutil.rmtree(bdir, ignore_errors=True)
         raise CompileError(f"{path.name} did not compile:\n\n" + clean_compiler_output(raw, path)) from None
+    except ImportError as e:  # the build said it succeeded but left no loadable module
+        raise BuildError(f"{path.name} compiled, but its module could not be loaded: {e}") from None
     finally:
         if old_arch is None:
             os.environ.pop("TORCH_CUDA_ARCH_LIST", None)
         else:
             os.environ["TORCH_CUDA_ARCH_LIST"] = old_arch
+        if not ok:
+            _forget_failed_build(cpp_extension, modname, bdir)
     if verbose:
         print(mine.read_text())
     if "ptxas info" in mine.read_text(errors="replace") or not log.exists():

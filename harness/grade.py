@@ -8,7 +8,7 @@ how the child died (an illegal address, a time-out) instead of leaving a dead CU
 With sanitize="memcheck" or "racecheck" the child runs under compute-sanitizer and its findings are shown.
 Without a GPU each kernel file is still compiled, so a compile error is reported; the checks are "not run".
 Exit status: 0 when every exercise passed, 1 when any failed (wrong results, a crash, a hang, a compile error),
-2 when none failed but some could not run (no GPU, no compute-sanitizer).
+2 when none failed but some could not run (no GPU, no compute-sanitizer), 3 for a lesson that does not exist.
 """
 from __future__ import annotations
 
@@ -139,20 +139,55 @@ def check_isolated(lesson: int | None = None, launcher: str | None = None, *, fi
     return Outcome(name, status, r["text"], findings)
 
 
+def lessons_known() -> list[int]:
+    """The lessons that have a notebook folder."""
+    return sorted(int(p.name[:2]) for p in (build.ROOT / "lessons").glob("[0-9][0-9]_*") if p.is_dir())
+
+
+def unknown_lessons(lessons) -> str | None:
+    """One line saying which of `lessons` do not exist, or None when all do."""
+    known = lessons_known()
+    bad = [str(n) for n in lessons if not str(n).isdigit() or int(n) not in known]
+    if not bad:
+        return None
+    return f"there is no lesson {', '.join(bad)}: the lessons are {known[0]:02d} to {known[-1]:02d}"
+
+
+def _compile_once(solution: bool, lessons: list[int] | None) -> dict[tuple[int, str], Outcome]:
+    """Build every kernel file of the graded lessons once, here (compiling needs no GPU): a file that does not compile
+    is then reported once for all its exercises, and the checks' children find the others in the cache."""
+    failed = {}
+    for k in catalog.kernels():
+        if (lessons and k.lesson not in lessons) or (k.lesson, k.file) in failed:
+            continue
+        path = build.source_path(k.lesson, k.file, solution)
+        try:
+            build.load_file(path, solution=solution)
+        except build.BuildError as e:
+            failed[(k.lesson, k.file)] = Outcome(f"{path.relative_to(build.ROOT)}", "compile-error", str(e))
+    return failed
+
+
 def grade(lessons: list[int] | None = None, solution: bool = False, sanitize: str | None = None,
           timeout: float = 300) -> list[tuple[str, int, list[str], Outcome]]:
-    """Every exercise of the given lessons: (exercise id, lesson, launchers, outcome of the worst)."""
+    """Every exercise of the given lessons, in lesson order: (exercise id, lesson, launchers, outcome of the worst).
+    A file that does not compile gives all its exercises one shared compile-error outcome; the other files are
+    graded all the same."""
+    why = unknown_lessons(lessons or [])
+    if why:
+        raise ValueError(why)
+    broken = _compile_once(solution, lessons)
     rows = []
     for k in catalog.kernels():
         if lessons and k.lesson not in lessons:
             continue
         how = sanitize or k.stub_check
-        out = check_isolated(k.lesson, k.launcher, solution=solution, timeout=timeout,
-                             sanitize=how if how != "check" else None)
+        out = broken.get((k.lesson, k.file)) or check_isolated(k.lesson, k.launcher, solution=solution,
+                                                               timeout=timeout, sanitize=how if how != "check" else None)
         for ex in k.exercises:
             rows.append((ex, k.lesson, [k.launcher], out))
     if not lessons or 5 in lessons:  # lesson 05's exercises are Python: checked in-process, on the CPU
-        from . import build, quant
+        from . import quant
         try:
             checks = quant.check_formats(build.load_python(5, "formats", solution=solution))
             for r in checks:
@@ -167,7 +202,7 @@ def grade(lessons: list[int] | None = None, solution: bool = False, sanitize: st
             merged[ex] = (ex, lesson, ls + launchers, prev if not prev.ok else out)
         else:
             merged[ex] = (ex, lesson, launchers, out)
-    return list(merged.values())
+    return sorted(merged.values(), key=lambda r: (r[1], r[0]))
 
 
 def nsight_answers(lessons: list[int] | None = None) -> list[tuple[str, bool]]:
@@ -182,6 +217,25 @@ def nsight_answers(lessons: list[int] | None = None) -> list[tuple[str, bool]]:
     return out
 
 
+_VERDICT = {"fail": "FAIL (see above)", "crash": "CRASH (see above)", "timeout": "TIMEOUT (see above)",
+            "compile-error": "COMPILE ERROR (see above)", "not-run": "NOT RUN (compiles; no GPU here)"}
+
+
+def table(rows) -> str:
+    """The grade table: whole words only, the launchers wrapped inside their column."""
+    import textwrap
+    width = max([7] + [len(l) for *_, ls, _ in rows for l in ls])
+    lines = [f"{'exercise':<9} {'lesson':<7} {'kernels':<{width}}  result"]
+    for ex, lesson, launchers, out in rows:
+        verdict = "PASS" if out.ok else _VERDICT.get(out.status, out.status.upper())
+        if out.status == "not-run" and "compute-sanitizer" in out.text:
+            verdict = "NOT RUN (no compute-sanitizer)"
+        names = textwrap.wrap(", ".join(launchers), width, break_long_words=False, break_on_hyphens=False)
+        lines.append(f"{ex:<9} {lesson:02d}      {names[0]:<{width}}  {verdict}")
+        lines += [f"{'':<17} {n}" for n in names[1:]]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child"]:
@@ -192,15 +246,21 @@ def main(argv=None) -> int:
     ap.add_argument("--sanitize", choices=["memcheck", "racecheck", "synccheck", "initcheck"])
     ap.add_argument("--timeout", type=float, default=300)
     a = ap.parse_args(argv)
+    why = unknown_lessons(a.lessons)
+    if why:
+        print(f"grade: {why}", file=sys.stderr)
+        return 3
+    build.ANNOUNCE_COMPILES = True
     rows = grade(a.lessons or None, a.solutions, a.sanitize, a.timeout)
-    for ex, lesson, launchers, out in rows:
-        if not out.ok:
-            print(f"--- {ex} ({', '.join(launchers)}) ---\n{out}\n")
-    print(f"{'exercise':<9} {'lesson':<7} {'kernels':<44} result")
-    for ex, lesson, launchers, out in rows:
-        first = out.text.splitlines()[0] if out.text else ""
-        verdict = "PASS" if out.ok else f"{out.status.upper()}: {first[:60]}"
-        print(f"{ex:<9} {lesson:02d}      {', '.join(launchers)[:44]:<44} {verdict}")
+    shown = set()
+    for ex, lesson, launchers, out in rows:  # each problem once, with every exercise it concerns
+        if out.ok or out.status == "not-run" or id(out) in shown:
+            continue
+        shown.add(id(out))
+        same = [r for r in rows if r[3] is out]
+        names = sorted({l for r in same for l in r[2]})
+        print(f"--- {', '.join(r[0] for r in same)} ({', '.join(names)}) ---\n{out}\n")
+    print(table(rows))
     answered = nsight_answers(a.lessons or None)
     if answered:
         print(f"\nNsight questions answered in kernels/*/nsight.md: {sum(a for _, a in answered)} of {len(answered)}"
@@ -209,6 +269,8 @@ def main(argv=None) -> int:
     not_run = sum(out.status == "not-run" for *_, out in rows)
     failed = len(rows) - passed - not_run
     print(f"\n{passed} passed, {failed} failed" + (f", {not_run} not run" if not_run else ""))
+    if any(out.status == "not-run" and "compute-sanitizer" not in out.text for *_, out in rows):
+        print(f"not run: their checks launch kernels, which {toolchain.NO_GPU_REASON}")
     return 1 if failed else 2 if not_run else 0
 
 

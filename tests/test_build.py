@@ -162,3 +162,39 @@ def test_solution_switch_reads_solutions(monkeypatch):
     assert build.source_path(1, solution=False).parts[-3] == "kernels"
     monkeypatch.setenv("COURSE_SOLUTIONS", "1")
     assert build.use_solutions()
+
+
+def _broken_copy_of_lesson_01(dest: Path) -> tuple[Path, int]:
+    """The learner's lesson 01 file (two exercises, two launchers) with a missing semicolon in exercise 01.a."""
+    src = build.source_path(1, solution=False).read_text().splitlines(keepends=True)
+    at = next(i for i, l in enumerate(src) if "BEGIN EXERCISE 01.a" in l) + 1
+    src[at:at] = ["    float acc = 0.f\n", "    (void)acc;\n"]
+    dest.write_text("".join(src))
+    return dest, at + 1  # the 1-based line of the statement without its semicolon
+
+
+def test_compile_error_twice_in_one_process_then_fixed(tmp_cache):
+    """A multi-exercise file with a syntax error: the second build reports the same error (torch must not skip it
+    and load a module that was never made), no build folder is left behind, and the fixed file builds."""
+    src, line = _broken_copy_of_lesson_01(tmp_cache / "naive_gemm.cu")
+    msgs = []
+    for _ in range(2):
+        with pytest.raises(build.CompileError) as e:
+            build.load_file(src)
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]
+    assert f"{src}({line + 1}): error" in msgs[0] or f"{src}({line}): error" in msgs[0], msgs[0]
+    assert "float acc = 0.f" in msgs[0] and "naive_gemm.cu did not compile" in msgs[0]
+    left = list((build.cache_root() / "build").glob("l*_naive_gemm_*"))
+    assert left == [], f"failed builds left {left}"
+    src.write_text(src.read_text().replace("float acc = 0.f\n", "float acc = 0.f;\n"))
+    m = build.load_file(src)
+    assert not m.cached and {e.name for e in m.exports} == {"gemm_naive", "gemm_coalesced"}
+    assert (m.build_dir / "complete").exists()
+
+
+def test_cache_is_in_the_repository_by_default(monkeypatch):
+    monkeypatch.delenv("COURSE_CACHE", raising=False)
+    assert build.cache_root() == (build.ROOT / "build" / "cache").resolve()
+    monkeypatch.setenv("COURSE_CACHE", "/tmp/elsewhere")
+    assert build.cache_root() == Path("/tmp/elsewhere")

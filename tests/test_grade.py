@@ -117,7 +117,51 @@ def test_grade_command_table(capsys):
     if toolchain.gpu_available():
         assert rc == 1 and "FAIL" in out  # the stubs are not solved
     else:  # the stubs compile; their checks cannot run: not counted as failures
-        assert rc == 2 and "NOT-RUN" in out and "0 passed, 0 failed, 2 not run" in out
+        assert rc == 2 and "NOT RUN" in out and "0 passed, 0 failed, 2 not run" in out
+
+
+def test_unknown_lesson_is_refused(capsys):
+    assert grade.main(["99"]) == 3
+    err = capsys.readouterr().err
+    assert err.strip().count("\n") == 0 and "there is no lesson 99: the lessons are 00 to 12" in err
+    with pytest.raises(ValueError, match="no lesson 42"):
+        grade.grade([42])
+
+
+def test_grade_table_keeps_whole_words_and_lesson_order():
+    long = grade.Outcome("k", "fail", "x" * 300)
+    rows = [("05.a", 5, ["quantize_absmax"], long), ("01.a", 1, ["gemm_naive", "gemm_coalesced", "gemm_other_name"],
+                                                    grade.Outcome("k", "not-run", "compiles; no GPU"))]
+    text = grade.table(sorted(rows, key=lambda r: (r[1], r[0])))
+    assert "x" * 10 not in text and "FAIL (see above)" in text and "NOT RUN" in text
+    assert text.index("01.a") < text.index("05.a")
+    assert all(n in text.split() or n + "," in text.split() for n in ("gemm_naive", "gemm_coalesced", "gemm_other_name"))
+
+
+def test_grade_all_lessons_with_one_broken_file(monkeypatch, capsys, tmp_path):
+    """A syntax error in lesson 01's file (two exercises) is reported once, with the file, the line and the excerpt,
+    and every other lesson is still graded, in lesson order."""
+    real = grade.build.source_path
+    good = real(1, solution=False).read_text()
+    bad = tmp_path / "naive_gemm.cu"
+    bad.write_text(good.replace("// END EXERCISE", "int broken = 1\n    // END EXERCISE", 1))
+    line = bad.read_text().splitlines().index("int broken = 1") + 1
+    monkeypatch.setattr(grade.build, "source_path", lambda lesson, name=None, solution=False:
+                        bad if int(lesson) == 1 and not solution else real(lesson, name, solution))
+    rc = grade.main([])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert out.count("naive_gemm.cu did not compile") == 1, out
+    assert f"--- 01.a, 01.b (gemm_coalesced, gemm_naive) ---" in out
+    assert f">> {line:4d} | int broken = 1" in out and f"{bad}(" in out
+    table = out[out.index("exercise  lesson"):]
+    ids = [l.split()[0] for l in table.splitlines()[1:] if l[:2].isdigit()]
+    lessons = [int(i[:2]) for i in ids]
+    assert lessons == sorted(lessons) and set(lessons) == set(range(13)), ids
+    assert [l for l in table.splitlines() if l.startswith("01.")] and all(
+        "COMPILE ERROR" in l for l in table.splitlines() if l.startswith("01."))
+    others = [l for l in table.splitlines() if l[:2].isdigit() and not l.startswith("01.")]
+    assert others and not any("COMPILE ERROR" in l for l in others), table
 
 
 @pytest.mark.gpu
