@@ -14,8 +14,9 @@ def quantize_int8_groupwise(W: torch.Tensor, group: int) -> tuple[torch.Tensor, 
     consecutive weights of a row: scale = absmax / 127 (rounded to fp16), q = round(w / scale) in [-127, 127].
     Divide by the fp16-rounded scale (as the reference does), so that q · scale is what a kernel computes."""
     # BEGIN EXERCISE 05.a: group-wise symmetric INT8
-    raise NotImplementedError("exercise 05.a: reshape W to [N, K/group, group], take each group's absmax, "
-                              "scale = absmax / 127 as fp16, q = round(w / scale) clamped to [-127, 127]")
+    # TODO (roughly 6 lines): return q and scale as the docstring defines them. Work on whole groups at once
+    # (no Python loop over groups); an all-zero group must not divide by zero. Hints: lesson 05, step 2.
+    raise NotImplementedError("exercise 05.a: quantize_int8_groupwise is not written yet")
     # END EXERCISE
 
 
@@ -23,8 +24,10 @@ def pack_int4(q: torch.Tensor) -> torch.Tensor:
     """q [N, K] integers in [-8, 7] → int32 [N, K / 8]: weight k goes to word k // 8, bits 4·(k % 8) to
     4·(k % 8) + 3 (the low nibble holds the first of the eight), as its 4-bit two's complement (q & 0xF)."""
     # BEGIN EXERCISE 05.b: INT4 packing
-    raise NotImplementedError("exercise 05.b: take q & 0xF as int64, shift nibble i of each group of 8 "
-                              "left by 4·i, add them up, and wrap the result into int32's range")
+    # TODO (roughly 3 lines): put each run of eight weights into one int32 in the docstring's bit order, with
+    # tensor operations (no Python loop). Mind the sign: a word whose top bit is set is a negative int32.
+    # Hints: lesson 05, step 3.
+    raise NotImplementedError("exercise 05.b: pack_int4 is not written yet")
     # END EXERCISE
 
 
@@ -33,6 +36,7 @@ def nf4_index(x: torch.Tensor) -> torch.Tensor:
     the 16 NF4 values (harness.quant.NF4, sorted ascending). A value exactly halfway between two codes gets the
     smaller index, as in bitsandbytes (its quantizer moves up a code only when x is greater than the midpoint)."""
     # BEGIN EXERCISE 05.c: nearest NF4 code
-    raise NotImplementedError("exercise 05.c: the nearest code is decided by the midpoints between "
-                              "neighbouring NF4 values; torch.bucketize finds which interval x falls in")
+    # TODO (roughly 2 lines): return the index of the nearest NF4 value for every element of x, ties to the
+    # smaller index, with tensor operations (no Python loop). Hints: lesson 05, step 4.
+    raise NotImplementedError("exercise 05.c: nf4_index is not written yet")
     # END EXERCISE

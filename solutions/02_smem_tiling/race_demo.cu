@@ -1,8 +1,9 @@
 // Lesson 02, exercise 02.b: find a race with compute-sanitizer.
 //
-// A compact tiled GEMM (16×16 tiles) with one line missing in the exercise version. Its results are often
-// right anyway — a race only bites when one warp overwrites a tile while another still reads it — which is
-// why a value check cannot be trusted to find it. `grade.check_isolated(2, "gemm_tiled_race",
+// A compact tiled GEMM (16×16 tiles) with one line missing in the exercise version. How many of its results
+// come out wrong depends on the GPU, the shape and the timing — a race only bites when one warp overwrites a
+// tile while another still reads it — and some runs pass, which is why a value check cannot be trusted to
+// find it. `grade.check_isolated(2, "gemm_tiled_race",
 // sanitize="racecheck")` runs the check under compute-sanitizer's racecheck, which reports the hazard.
 #include <cuda_runtime.h>
 
@@ -22,8 +23,8 @@ __global__ void gemm_tiled_race_kernel(const float* __restrict__ x, const float*
         __syncthreads();
         for (int k = 0; k < T; ++k) acc += xs[ty][k] * ws[tx][k];
         // BEGIN EXERCISE 02.b: the race racecheck reports
-        //> // Run racecheck on this kernel (lesson 02, section 3) and read its report: which shared
-        //> // array, which lines, which kind of hazard? Fix it here.
+        //> // TODO (roughly 1 line): run racecheck on this kernel (lesson 02, step 5) and read its report:
+        //> // which shared array, which lines, which kind of hazard? Then make the hazard impossible here.
         __syncthreads();  // no thread may overwrite the tiles (next iteration) while others still read them
         // END EXERCISE
     }

@@ -27,12 +27,12 @@ __global__ void gemm_tiled_kernel(const float* __restrict__ x, const float* __re
     const int wrow = blockIdx.x * TILE + ty;  // the row of W this thread copies
     float acc = 0.f;
     // BEGIN EXERCISE 02.a: the tile loop
-    //> // TODO: for k0 = 0, TILE, 2*TILE, ... < K:
-    //> //   1. copy xs[ty][tx] = x[m][k0 + tx] and ws[ty][tx] = W[wrow][k0 + tx], writing 0.f where
-    //> //      the row or the column k0 + tx is out of range (odd shapes!);
-    //> //   2. __syncthreads() so the whole tile is in shared memory before anyone reads it;
-    //> //   3. acc += xs[ty][k] * ws[tx][k] for k = 0 .. TILE-1;
-    //> //   4. __syncthreads() again, so no thread overwrites the tile while others still read it.
+    //> // TODO (roughly 9 lines): walk along K one tile at a time and leave this thread's dot product in acc.
+    //> // At each step the block copies one TILE×TILE tile of x (its rows m) into xs and one of W (rows wrow)
+    //> // into ws, each thread one element of each, coalesced along K. Where a row or a column lies outside
+    //> // the matrices, store 0.f: M, N and K need not be multiples of TILE. No thread may read a tile before
+    //> // the whole block has written it, nor overwrite it while another thread still reads it.
+    //> // Hints: lesson 02, step 2.
     for (int k0 = 0; k0 < K; k0 += TILE) {
         const int k = k0 + tx;
         xs[ty][tx] = (m < M && k < K) ? x[(size_t)m * K + k] : 0.f;
