@@ -11,8 +11,9 @@
 __global__ void scale_add_kernel(const float* __restrict__ x, const float* __restrict__ b,
                                  float* __restrict__ out, float a, int n) {
     // BEGIN EXERCISE 00.a: one thread per element
-    // TODO: compute this thread's global index i from blockIdx.x, blockDim.x and threadIdx.x;
-    // if i < n (the last block may hang past the end), store out[i] = a * x[i] + b[i].
+    // TODO: give each thread its own element i, counted across the whole grid from the block
+    // and thread indices (the picture in step 2 of the notebook), and store out[i] = a * x[i] + b[i]
+    // only where i is inside the array: the last block usually hangs past n. Roughly 2 lines.
     // Until you do, nothing is written and the check reports every element as "never written".
     // END EXERCISE
 }

@@ -14,25 +14,22 @@
 __global__ void gemm_naive_kernel(const float* __restrict__ x, const float* __restrict__ W,
                                   float* __restrict__ y, int M, int N, int K) {
     // BEGIN EXERCISE 01.a: one thread per output element
-    // TODO: this thread owns y[m][n], n = blockIdx.x * blockDim.x + threadIdx.x,
-    // m = blockIdx.y * blockDim.y + threadIdx.y. If m < M and n < N, sum x[m][k] * W[n][k]
-    // over k in a float (row-major: x[m * K + k], W[n * K + k]) and store it to y[m * N + n].
-    // Index with size_t (or long long): m * K overflows int for large layers.
+    // TODO: make this thread compute one output y[m][n]. Find its row m and column n from the block
+    // and thread indices (blocks of 32 × 8 threads, x along n, y along m: the thread map in step 2 of
+    // the notebook), skip threads outside M × N, add up row m of x times row n of W over K in a float,
+    // and store the sum. All three matrices are row-major. Index with size_t: m * K overflows int for
+    // large layers. Roughly 9 lines.
     // END EXERCISE
 }
 
 __global__ void gemm_coalesced_kernel(const float* __restrict__ x, const float* __restrict__ W,
                                       float* __restrict__ y, int M, int N, int K) {
-    const int lane = threadIdx.x % 32;
-    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    if (warp >= (long long)M * N) return;  // whole warps leave together, so the shuffle below is safe
-    const int m = (int)(warp / N), n = (int)(warp % N);
-    const float* xr = x + (size_t)m * K;
-    const float* wr = W + (size_t)n * K;
     // BEGIN EXERCISE 01.b: coalesced — the lanes of a warp walk along K together
-    // TODO: lane `lane` adds xr[k] * wr[k] for k = lane, lane + 32, lane + 64, ... < K into acc;
-    // then reduce the 32 partial sums with __shfl_xor_sync(0xffffffff, acc, offset) for
-    // offset = 16, 8, 4, 2, 1, and let lane 0 store acc to y[m * N + n].
+    // TODO: one warp per output. Number the warps across the whole grid and give warp w its output
+    // (m, n), row by row (the picture in step 4 of the notebook); warps past M × N return, whole.
+    // Let the 32 lanes walk along K together, so that each load instruction reads 32 consecutive
+    // floats of x and of W; then add the 32 partial sums with __shfl_xor_sync and let one lane store
+    // the result. Roughly 10 lines.
     // END EXERCISE
 }
 
