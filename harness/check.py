@@ -6,10 +6,19 @@ The rules (the same in notebooks and tests):
   the kernel never wrote is caught and told apart from a NaN the kernel computed;
 - NaN or inf never passes;
 - tolerance by output dtype, scaled to the size of the reference (an absolute term relative to its
-  RMS, plus a relative term), because a K-long dot product's rounding grows with the values.
+  RMS, plus a relative term), because a K-long dot product's rounding grows with the values;
+- the output (and any scratch the harness hands the kernel) sits inside a larger poisoned allocation,
+  with guard bands before and after it: a write into them is a failure of its own (a bounds guard
+  written `m <= M` leaves every element of y right and writes one row past it);
+- the inputs are compared byte for byte after the run: a kernel that writes its input fails;
+- each shape runs more than once on the same inputs, the output poisoned again each time: a race
+  (a missing __syncthreads) gives right values in one run and wrong ones in another.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import inspect
 import math
 import os
 from dataclasses import dataclass, field
@@ -39,6 +48,147 @@ def is_poison(t: torch.Tensor) -> torch.Tensor:
     return t.view(idt) == bits
 
 
+# Guard bands: bytes before and after an output. A multiple of 128 bytes, so the output keeps the alignment of the
+# allocation (torch's is 512 bytes) for 16-byte vector stores and the copy engine's 128-byte boxes; at least one row
+# of the output, so a row written past the end lands in the band whole.
+GUARD_MIN_BYTES, GUARD_MAX_BYTES = 4096, 1 << 20
+# The fill of guard bands: the poison, and for the byte types of scratch (a quantized x) a fixed byte. A kernel that
+# happens to write exactly it is not seen; a row written past the end is.
+GUARD_BITS = {**POISON_BITS, torch.int8: (torch.int8, 0x5A), torch.uint8: (torch.uint8, 0xA5)}
+
+
+def _filled(n, dtype, device):
+    idt, bits = GUARD_BITS[dtype]
+    return torch.full((n,), bits, dtype=idt, device=device).view(dtype)
+
+
+def _is_fill(t):
+    idt, bits = GUARD_BITS[t.dtype]
+    return t.view(idt) == bits
+
+
+def guard_bytes(shape, dtype) -> int:
+    """The size of each guard band for an output of `shape`: one row (its last dimension) of it, at least 4 KiB and
+    at most 1 MiB, rounded up to a multiple of 128 bytes."""
+    item = torch.empty((), dtype=dtype).element_size()
+    row = (tuple(shape)[-1] if len(shape) else 1) * item
+    b = min(max(row, GUARD_MIN_BYTES), GUARD_MAX_BYTES)
+    return -(-b // 128) * 128
+
+
+class Guarded:
+    """A poisoned tensor of `shape` inside a larger poisoned allocation: `guard` elements before and after it.
+    `tensor` is the contiguous view a kernel gets; `overrun()` says what was written outside it."""
+
+    def __init__(self, shape, dtype, device="cuda", name="y", zero=False):
+        if dtype not in GUARD_BITS:
+            raise TypeError(f"no guard fill defined for {dtype}; known: {list(GUARD_BITS)}")
+        self.shape, self.dtype, self.name = tuple(shape), dtype, name
+        n = math.prod(self.shape)
+        self.guard = guard_bytes(self.shape, dtype) // torch.empty((), dtype=dtype).element_size()
+        self.buf = _filled(self.guard + n + self.guard, dtype, device)
+        self.tensor = self.buf[self.guard:self.guard + n].view(self.shape)
+        if zero:
+            self.tensor.zero_()
+
+    def repoison(self):
+        """Poison the output (not the bands, where a write must stay visible until overrun() reads it)."""
+        idt, bits = GUARD_BITS[self.dtype]
+        self.tensor.view(idt).fill_(bits)
+
+    def overrun(self, max_offsets: int = 5) -> list[str]:
+        """One message per guard band the kernel wrote into: how many elements, and the first offsets."""
+        out = []
+        before = ~_is_fill(self.buf[:self.guard])
+        after = ~_is_fill(self.buf[self.guard + self.tensor.numel():])
+        if before.any():
+            # offsets counted back from the first element: -1 is the element just before it
+            offs = (before.nonzero().flatten() - self.guard).flip(0)[:max_offsets].tolist()
+            out.append(f"wrote {_elements(int(before.sum()))} before the start of {self.name} (offsets {offs} from its "
+                       "first element): check your bounds guard and your index arithmetic")
+        if after.any():
+            offs = after.nonzero().flatten()[:max_offsets].tolist()
+            out.append(f"wrote {_elements(int(after.sum()))} past the end of {self.name}: check your bounds guard "
+                       f"(offsets past the end: {offs}"
+                       + (f", i.e. row {self.shape[0]} and on" if len(self.shape) == 2 and self.shape[1] else "") + ")")
+        return out
+
+
+def _elements(n):
+    return f"{n:,} element{'s' if n != 1 else ''}"
+
+
+_scratch: list | None = None  # while a check runs: the Guarded scratch handed out so far
+
+
+def scratch(shape, dtype, device, zero: bool = False, name: str = "scratch") -> torch.Tensor:
+    """Scratch memory a launcher writes (a bound op's quantized copy of x, a split-K workspace): torch.empty (or
+    zeros), or, while a check runs, a poisoned tensor inside guard bands that the check looks at after each run."""
+    if _scratch is None or dtype not in GUARD_BITS:
+        return (torch.zeros if zero else torch.empty)(tuple(shape), dtype=dtype, device=device)
+    g = Guarded(shape, dtype, device, name=f"{name} (scratch)", zero=zero)
+    _scratch.append(g)
+    return g.tensor
+
+
+@contextlib.contextmanager
+def _guarded_scratch():
+    global _scratch
+    saved, _scratch = _scratch, []
+    try:
+        yield _scratch
+    finally:
+        _scratch = saved
+
+
+def _named_tensors(inputs, names) -> list[tuple[str, torch.Tensor]]:
+    """Every tensor in the inputs (tuples, and the fields of quant layout objects), with a name for messages."""
+    out = []
+
+    def walk(obj, name):
+        if isinstance(obj, torch.Tensor):
+            out.append((name, obj))
+        elif isinstance(obj, (tuple, list)):
+            for i, o in enumerate(obj):
+                walk(o, f"{name}[{i}]")
+        elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            for f in dataclasses.fields(obj):
+                walk(getattr(obj, f.name), f"{name}.{f.name}")
+
+    for i, obj in enumerate(inputs):
+        walk(obj, names[i] if i < len(names) else f"input {i}")
+    return out
+
+
+def _input_names(op, n) -> list[str]:
+    """The bound op's parameter names (x, W, q, scales ...), else input 0, 1, ..."""
+    try:
+        ps = [p.name for p in inspect.signature(op).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "out"]
+    except (TypeError, ValueError):
+        ps = []
+    return ps[:n] if len(ps) >= n else [f"input {i}" for i in range(n)]
+
+
+def _changed_inputs(before, after, skip=()) -> list[str]:
+    """Messages for the input tensors whose bytes changed during the run."""
+    out = []
+    for (name, b), (_, a) in zip(before, after):
+        if name.split(".")[0].split("[")[0] in skip or b.numel() == 0:
+            continue
+        bb, aa = b.reshape(-1).view(torch.uint8), a.detach().contiguous().reshape(-1).view(torch.uint8)
+        if not torch.equal(bb, aa):
+            diff = (bb != aa).view(-1, b.element_size()).any(dim=1)
+            first = int(diff.nonzero()[0])
+            idx = []
+            for d in reversed(tuple(a.shape)):
+                idx.insert(0, first % d)
+                first //= d
+            out.append(f"the kernel wrote its input {name}: {int(diff.sum()):,} of {b.numel():,} elements changed, the "
+                       f"first at {idx} (inputs are read-only: write only to the output)")
+    return out
+
+
 def seed_for_check() -> int:
     """A new seed each time (fresh inputs), overridable with COURSE_SEED to reproduce a failure."""
     s = os.environ.get("COURSE_SEED")
@@ -63,12 +213,18 @@ class Report:
     examples: list = field(default_factory=list)  # (index tuple, got, expected)
     wrong_mask: torch.Tensor | None = None  # on the CPU, for the heatmap
     note: str = ""
+    faults: list = field(default_factory=list)  # writes outside the output: guard bands, inputs
 
     def summary(self) -> str:
         head = f"{'PASS' if self.ok else 'FAIL'}  {self.name}  {self.shape_desc}  ({str(self.dtype).replace('torch.', '')})"
         if self.ok:
             return f"{head}: max error within tolerance, ‖got−ref‖/‖ref‖ = {self.rel_error:.2e}"
-        lines = [f"{head}: {self.wrong:,} of {self.total:,} elements wrong ({100 * self.wrong / max(self.total, 1):.1f}%)"]
+        if self.faults and not self.wrong:
+            lines = [f"{head}: every element of the output is right, but the kernel writes where it must not"]
+        else:
+            lines = [f"{head}: {self.wrong:,} of {self.total:,} elements wrong "
+                     f"({100 * self.wrong / max(self.total, 1):.1f}%)"]
+        lines += ["  " + f for f in self.faults]
         if self.note:
             lines.append("  " + self.note)
         if self.unwritten:
@@ -106,9 +262,10 @@ class Report:
 
 def compare(got: torch.Tensor, ref: torch.Tensor, *, name: str = "output", shape_desc: str = "",
             rtol: float | None = None, atol: float | None = None, seed: int | None = None,
-            max_examples: int = 5) -> Report:
+            max_examples: int = 5, scale: float | None = None) -> Report:
     """Compare `got` with the higher-precision `ref` (same shape). Poison still in `got` counts
-    as unwritten; NaN/inf anywhere fails."""
+    as unwritten; NaN/inf anywhere fails. The absolute tolerance is the dtype's fraction of `scale`
+    (default: the reference's RMS)."""
     if got.shape != ref.shape:
         raise ValueError(f"{name}: output shape {tuple(got.shape)} differs from the reference's {tuple(ref.shape)}")
     dt = got.dtype
@@ -116,6 +273,7 @@ def compare(got: torch.Tensor, ref: torch.Tensor, *, name: str = "output", shape
     rtol = d_rtol if rtol is None else rtol
     ref64 = ref.double()
     rms = ref64.pow(2).mean().sqrt().item() if ref64.numel() else 0.0
+    rms = rms if scale is None or not math.isfinite(scale) else scale
     atol = d_atol * (rms if rms > 0 else 1.0) if atol is None else atol
     unwritten = is_poison(got) if dt in POISON_BITS else torch.zeros_like(got, dtype=torch.bool)
     g64 = got.double()
@@ -228,32 +386,87 @@ class CheckResult:
         return self
 
 
-def check(problem, op, shapes=None, *, name: str | None = None, seed: int | None = None) -> CheckResult:
-    """Run `op` (a bound kernel or any callable problem.call understands) on fresh random inputs
-    for each shape, with the output poisoned, and compare with the problem's reference."""
+def check(problem, op, shapes=None, *, name: str | None = None, seed: int | None = None, repeats: int = 3,
+          device: str = "cuda") -> CheckResult:
+    """Run `op` (a bound kernel or any callable problem.call understands) on fresh random inputs for each shape,
+    with the output poisoned inside poisoned guard bands, and compare with the problem's reference; `repeats` runs
+    per shape on the same inputs (a race shows in some runs only). Writes past the output, into scratch's guard
+    bands or into an input fail the shape too. device="cpu" checks Python ops on CPU tensors."""
     shapes = problem.check_shapes if shapes is None else shapes
     name = name or getattr(op, "__name__", None) or problem.name
+    from .problems import Linear
+    out_name = getattr(problem, "out_name", None) or ("y" if isinstance(problem, Linear) else "out")
+    inout = getattr(problem, "inout", ())  # inputs the kernel updates by design (a KV cache)
     reports = []
     for shape in shapes:
         s = seed_for_check() if seed is None else seed
-        gen = torch.Generator(device="cuda").manual_seed(s)
-        inputs = problem.make_inputs(shape, gen)
-        out = poisoned(problem.out_shape(shape), problem.out_dtype, "cuda")
-        note = ""
-        try:
-            problem.call(op, inputs, out)
-            torch.cuda.synchronize()
-        except (RuntimeError, ValueError, TypeError) as e:
-            if "CUDA error" in str(e):  # a fault leaves the CUDA context unusable: stop here
-                raise RuntimeError(f"{name} crashed at {problem.describe(shape)}: {e}. The CUDA context of this "
-                                   "process is now unusable: restart the kernel. grade.check_isolated() runs a "
-                                   "check in a child process (optionally under compute-sanitizer memcheck, "
-                                   "which names the faulting access) so this cannot happen.") from e
-            note = f"the call raised {type(e).__name__}: {e}"
-        ref = problem.reference(inputs)
-        rep = compare(out, ref, name=name, shape_desc=problem.describe(shape), seed=s)
-        if note:
-            rep.ok, rep.note = False, note
-            rep.wrong = max(rep.wrong, 1)
+        gen = torch.Generator(device=device).manual_seed(s)
+        inputs = problem.make_inputs(shape, gen, device=device)
+        names = _input_names(op, len(inputs))
+        before = [(n, t.detach().clone()) for n, t in _named_tensors(inputs, names)]
+        out = Guarded(problem.out_shape(shape), problem.out_dtype, device, name=out_name)
+        rep, first = None, None
+        with _guarded_scratch() as scratches:
+            for run in range(max(1, repeats)):
+                if run:
+                    out.repoison()
+                note = ""
+                try:
+                    problem.call(op, inputs, out.tensor)
+                    if device != "cpu":
+                        torch.cuda.synchronize()
+                except (RuntimeError, ValueError, TypeError) as e:
+                    if "CUDA error" in str(e):  # a fault leaves the CUDA context unusable: stop here
+                        raise RuntimeError(f"{name} crashed at {problem.describe(shape)}: {e}. The CUDA context of "
+                                           "this process is now unusable: restart the kernel. grade.check_isolated() "
+                                           "runs a check in a child process (optionally under compute-sanitizer "
+                                           "memcheck, which names the faulting access) so this cannot happen.") from e
+                    note = f"the call raised {type(e).__name__}: {e}"
+                faults = out.overrun() + [m for g in scratches for m in g.overrun()]
+                got = out.tensor
+                if rep is not None and not note and not faults and torch.equal(got.view(torch.uint8), first):
+                    continue  # the same bytes as the first run: the same report
+                if rep is None:
+                    ref = problem.reference(inputs)
+                    scale = _output_scale(problem, inputs, ref)
+                r = compare(got, ref, name=name, shape_desc=problem.describe(shape), seed=s, scale=scale)
+                if note:
+                    r.ok, r.note = False, note
+                    r.wrong = max(r.wrong, 1)
+                if faults:
+                    r.ok, r.faults = False, faults
+                if rep is None:
+                    rep, first = r, got.clone().view(torch.uint8)
+                elif not r.ok:
+                    r.note = (f"run {run + 1} of {max(1, repeats)} on the same inputs failed, while the first "
+                              + ("passed" if rep.ok else "failed too") + ": results that change from run to run are "
+                              "the mark of a race (a missing __syncthreads) or of uninitialised memory"
+                              + (f"; {r.note}" if r.note else ""))
+                    rep = r
+                if not rep.ok:
+                    break
+        changed = _changed_inputs(before, _named_tensors(inputs, names), inout)
+        if changed:
+            rep.ok = False
+            rep.faults = rep.faults + changed
         reports.append(rep)
     return CheckResult(name, reports)
+
+
+def _output_scale(problem, inputs, ref) -> float | None:
+    """The size against which the absolute tolerance is measured. Usually the reference's RMS; for a y = x·Ŵᵀ of a
+    few elements that RMS is a poor estimate (one output whose K terms cancel is tiny, while its rounding error
+    still scales with the terms), so there it is sqrt(mean over outputs of Σ_k (x_k·Ŵ_nk)²), the RMS an output has
+    on average, computed from Ŵ = the reference applied to rows of the identity."""
+    from .problems import Linear
+    if ref.numel() >= 64 or not isinstance(problem, Linear) or not problem.out_dtype.is_floating_point:
+        return None
+    x, *rest = inputs
+    K = x.shape[1]
+    cols = []
+    for k0 in range(0, K, 512):  # Ŵᵀ[k0:k0+512] = reference(I[k0:k0+512]), in pieces to bound the memory
+        eye = torch.zeros(min(512, K - k0), K, dtype=x.dtype, device=x.device)
+        eye[:, k0:k0 + eye.shape[0]].fill_diagonal_(1)
+        cols.append(problem.reference((eye, *rest)))
+    W = torch.cat(cols).T  # [N, K]
+    return float(((x.double() ** 2) @ (W ** 2).T).mean().sqrt())
