@@ -51,54 +51,20 @@ static void launch_pdl(void (*kernel)(P...), dim3 grid, int threads, size_t smem
     cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
-#ifndef TILE_STAGES
-#define TILE_STAGES 4  // cp.async ring depth of the pipelined steps (past TILE_SKEW tokens: TILE_STAGES_SKEW)
-#endif
-#ifndef TILE_SKEW
-#define TILE_SKEW 64  // tiles of this many tokens and up: the K loop on mbarriers, no block barrier (0: off)
-#endif
-#ifndef TILE_STAGES_SKEW
-#define TILE_STAGES_SKEW 5  // ... their ring depth at 128 tokens (it loads one K tile less ahead than the barrier's)
-#endif
-#ifndef TILE_STAGES_SKEW64
-#define TILE_STAGES_SKEW64 4  // ... at 64 tokens (M 33-64): 97 KB and ≤ 128 registers, so two blocks fit an SM
-#endif
-#ifndef TILE_STAGES_M8
-#define TILE_STAGES_M8 5  // ... of the 8-token tile (M <= 8) where K is not split (its stage is the smallest: 10 KB)
-#endif
-#ifndef TILE_SPLIT_COST
-#define TILE_SPLIT_COST 4  // what a block costs besides its K tiles, in K tiles (choosing the split; lesson 09)
-#endif
-#ifndef TILE_LATE_SCALE
-#define TILE_LATE_SCALE -1  // scale after the mma (1), in the fragment (0), or by the warp tile's size (-1)
-#endif
-#ifndef TILE_MAX_BM
-#define TILE_MAX_BM 128  // the largest token tile (64: two 64-token tiles at M = 128, two blocks per SM)
-#endif
-#ifndef TILE_LOAD_STEP
-#define TILE_LOAD_STEP -1  // the next K tile's copies: after the barrier (0), after k32 step 1-4, or by tile size (-1)
-#endif
-#ifndef TILE_SPLIT_BLOCKS
-#define TILE_SPLIT_BLOCKS 2  // blocks per SM a wave counts (at most what fits)
-#endif
-#ifndef TILE_SLICE_K
-#define TILE_SLICE_K 1  // K slices within a block where narrower tiles fill the SMs (0: split K there instead)
-#endif
-#ifndef TILE_STAGES_KW
-#define TILE_STAGES_KW 4  // ring depth of the K-sliced blocks (a stage holds 2 or 4 K tiles)
-#endif
-#ifndef TILE_SLICE_MAX_KT
-#define TILE_SLICE_MAX_KT 8  // K slices replace a split whose parts would have fewer K tiles than this
-#endif
-#ifndef TILE_ACC
-#define TILE_ACC 2  // accumulator sets where a tile of ≤ 32 tokens runs one block per SM (1: off; 4 at ≤ 16 tokens)
-#endif
+constexpr int TILE_STAGES = 4;  // cp.async ring depth of the pipelined steps (from TILE_SKEW tokens: TILE_STAGES_SKEW)
+constexpr int TILE_SKEW = 64;  // tiles of this many tokens and up: the K loop on mbarriers, no block barrier
+constexpr int TILE_STAGES_SKEW = 5;  // ... their ring depth at 128 tokens (it loads one K tile less ahead than the barrier's)
+constexpr int TILE_STAGES_SKEW64 = 4;  // ... at 64 tokens (M 33-64): 97 KB and ≤ 128 registers, so two blocks fit an SM
+constexpr int TILE_STAGES_M8 = 5;  // ... of the 8-token tile (M <= 8) where K is not split (its stage is the smallest: 10 KB)
+constexpr int TILE_SPLIT_COST = 4;  // what a block costs besides its K tiles, in K tiles (choosing the split; lesson 09)
+constexpr int TILE_SPLIT_BLOCKS = 2;  // blocks per SM a wave counts (at most what fits)
+constexpr int TILE_STAGES_KW = 4;  // ring depth of the K-sliced blocks (a stage holds 2 or 4 K tiles)
+constexpr int TILE_SLICE_MAX_KT = 8;  // K slices replace a split whose parts would have fewer K tiles than this
+constexpr int TILE_ACC = 2;  // accumulator sets where a tile of ≤ 32 tokens runs one block per SM
 #ifndef TILE_TMA
 #define TILE_TMA 1  // sm_90+: the 128-token tile's ring filled by the copy engine (0: by cp.async, on mbarriers)
 #endif
-#ifndef TILE_FULL_PCT
-#define TILE_FULL_PCT 80  // tiles of ≤ 32 tokens are not split once they alone give this % of the SMs a block (101: off)
-#endif
+constexpr int TILE_FULL_PCT = 80;  // tiles of ≤ 32 tokens are not split once they alone give this % of the SMs a block
 
 constexpr int GROUP = 128, TBN = 128, THREADS = 256;  // K tile = one scale group; outputs per block; 8 warps
 enum Mode { WRITEBACK = 0, WRITEBACK_PADDED = 1, FRAGMENTS = 2 };
@@ -254,7 +220,7 @@ struct Cfg {
     static constexpr int PAD = MODE == WRITEBACK_PADDED ? 8 : 0, WROW = GROUP + PAD;  // FP16 tile row, in halves
     // SKEW: the ring's K loop without __syncthreads (the kernel); then STAGES mbarriers follow the ring. It loads
     // STAGES - 2 tiles ahead, so it needs 4 stages.
-    static constexpr bool SKEW = !TMA && TILE_SKEW > 0 && BM >= TILE_SKEW && MODE == FRAGMENTS && KW == 1 && STAGES >= 4;
+    static constexpr bool SKEW = !TMA && BM >= TILE_SKEW && MODE == FRAGMENTS && KW == 1 && STAGES >= 4;
     static constexpr int SMEM = STAGES * STAGE + (MODE == FRAGMENTS ? 0 : TBN * WROW * 2) + (SKEW ? 8 * STAGES : 0)
                                 + (TMA ? 16 * STAGES + 1024 : 0);
     // Two blocks per SM: the tiles of ≤ 32 tokens, and the 64-token tile in fragment order (125 registers instead of
@@ -262,7 +228,7 @@ struct Cfg {
     static constexpr int MIN_BLOCKS = (BM <= 32 || (BM == 64 && WM == 1 && MODE == FRAGMENTS)) && KW == 1 ? 2 : 1;
     // Small warp tiles scale after the mma: per K tile, 4 FFMA per m16n8 tile instead of 4 HMUL2 per mma step
     // of each m16 tile (32 per K tile), at the price of a second accumulator.
-    static constexpr bool LATE_SCALE = TILE_LATE_SCALE < 0 ? MT * NT <= 2 : TILE_LATE_SCALE;
+    static constexpr bool LATE_SCALE = MT * NT <= 2;
     // Accumulator sets (the launcher's choice): mma step q of a 64-wide K chunk adds into set q % ACC, the sets
     // added at the end (of the K tile with LATE_SCALE, of the K loop without), so that a warp's next mma on an output
     // tile need not wait for the last.
@@ -275,9 +241,7 @@ struct Cfg {
     // steps instead: 4-6% faster at M = 128 and 256, 2% at 64. The memory-bound small tiles keep them first: 1-2%
     // slower otherwise. Without the barrier (SKEW) the warps are not in step, and first is 1-2% faster again
     // (NOTES.md, lesson 10).
-    static constexpr int LOAD_STEP = MODE != FRAGMENTS || STAGES == 1 ? 0 : TILE_LOAD_STEP >= 0 ? TILE_LOAD_STEP
-                                     : BM >= 64 && !SKEW && !TMA ? 3 : 0;
-    static_assert(LOAD_STEP <= 4, "TILE_LOAD_STEP: 0 to 4 (a later step would never issue the copies)");
+    static constexpr int LOAD_STEP = MODE != FRAGMENTS || STAGES == 1 ? 0 : BM >= 64 && !SKEW && !TMA ? 3 : 0;
     static_assert(KW == 1 || LOAD_STEP == 0, "K slices issue the copies after the barrier");
 };
 
@@ -773,7 +737,7 @@ static void launch_cfg(const __half* x, const int32_t* Wq, const __half* scales,
         // in a graph. The block's 8 warps take 4 (or 2) K tiles at a time, one each, and add their sums in shared
         // memory at the end. With long parts they lose: one block of 8 warps per SM instead of two, and every block
         // loads x for all of K (8192², M = 16: 17.6 → 19.6 µs; NOTES.md, lesson 10).
-        if constexpr (KW == 1 && MODE == FRAGMENTS && WM == 1 && BM <= 32 && TILE_SLICE_K)
+        if constexpr (KW == 1 && MODE == FRAGMENTS && WM == 1 && BM <= 32)
             if (splits > 1 && ktiles < TILE_SLICE_MAX_KT * splits) {
                 if (one_wave(TBN / 2) && fits<MODE, BM, WM, TILE_STAGES_KW, 2>())
                     return launch_cfg<MODE, BM, WM, TILE_STAGES_KW, 2>(x, Wq, scales, y, M, N, K, false, stream);
@@ -793,9 +757,9 @@ static void launch_cfg(const __half* x, const int32_t* Wq, const __half* scales,
     // there, in a graph: 14.0 → 13.8 µs at M = 1, 16.0 → 15.7 at 16, 22.7 → 21.6 at 32; four no faster. Where two
     // blocks share an SM their warps hide it, and the sets' registers and adds cost 0.4% of lesson 11's step at
     // batch 1 and 4 (NOTES.md, lesson 10, twelfth session).
-    if constexpr (KW == 1 && ACC == 1 && MODE == FRAGMENTS && BM <= 32 && STAGES > 1 && TILE_ACC > 1)
+    if constexpr (KW == 1 && ACC == 1 && MODE == FRAGMENTS && BM <= 32 && STAGES > 1)
         if (splits == 1 && ntiles <= sms)
-            return launch_cfg<MODE, BM, WM, DEEP, 1, (BM == 32 && TILE_ACC > 2 ? 2 : TILE_ACC)>(x, Wq, scales, y, M, N, K, false, stream);
+            return launch_cfg<MODE, BM, WM, DEEP, 1, TILE_ACC>(x, Wq, scales, y, M, N, K, false, stream);
     if constexpr (DEEP != STAGES && ACC == 1)
         if (splits == 1) return launch_cfg<MODE, BM, WM, DEEP>(x, Wq, scales, y, M, N, K, false, stream);
     // Under PDL the blocks start while the kernel before still holds part of each SM, and up to 5 of them (M ≤ 16)
@@ -829,7 +793,7 @@ static void launch(const __half* x, const int32_t* Wq, const __half* scales, __h
     // sm_86/89: 99 KB, which takes two 64-token tiles of 4 stages, 97 KB). The 64-token tile has 4 stages, so that
     // two blocks share an SM where a shape's tiles (or a split's parts) outnumber the SMs: at M = 33-64 4-10% faster
     // than one block of 5 stages on K 4096, N 14336 (split in 2), 8192² and N 28672 (NOTES.md, lesson 10).
-    constexpr bool SKEWED = STAGES > 1 && TILE_SKEW > 0;
+    constexpr bool SKEWED = STAGES > 1;
     constexpr int SK = SKEWED ? TILE_STAGES_SKEW : STAGES, SK64 = SKEWED ? TILE_STAGES_SKEW64 : STAGES;
     constexpr int S128 = STAGES < 3 ? STAGES : 3;
     // On sm_90 the 128-token tile's ring is filled by the copy engine: thread 0 asks for 4 boxes a K tile, where every
@@ -838,7 +802,7 @@ static void launch(const __half* x, const int32_t* Wq, const __half* scales, __h
     // on four of the five shapes timed. The memory-bound tiles of ≤ 32 tokens lose more: the same bytes land later
     // from one thread's boxes than from 256 threads' cp.async (K 4096, N 14336 at M = 1: 13.8 → 18.6 µs in a graph).
     if constexpr (MODE == FRAGMENTS && SKEWED && TILE_TMA)
-        if (M > 64 && TILE_MAX_BM > 64 && tma_ok<MODE, 128, 2, SK>(x, Wq, scales, M, N, K))
+        if (M > 64 && tma_ok<MODE, 128, 2, SK>(x, Wq, scales, M, N, K))
             return launch_cfg<MODE, 128, 2, SK, 1, 1, true>(x, Wq, scales, y, M, N, K, split, stream);
     if (M <= 8) launch_cfg<MODE, 8, 1, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
     else if (M <= 16) launch_cfg<MODE, 16, 1, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
@@ -846,9 +810,9 @@ static void launch(const __half* x, const int32_t* Wq, const __half* scales, __h
     else if (M <= 64 && fits<MODE, 64, 1, SK64>())
         launch_cfg<MODE, 64, 1, SK64>(x, Wq, scales, y, M, N, K, split, stream);
     else if (M <= 64) launch_cfg<MODE, 64, 1, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
-    else if (TILE_MAX_BM > 64 && fits<MODE, 128, 2, SK>())
+    else if (fits<MODE, 128, 2, SK>())
         launch_cfg<MODE, 128, 2, SK>(x, Wq, scales, y, M, N, K, split, stream);
-    else if (TILE_MAX_BM > 64 && fits<MODE, 128, 2, S128>())
+    else if (fits<MODE, 128, 2, S128>())
         launch_cfg<MODE, 128, 2, S128>(x, Wq, scales, y, M, N, K, split, stream);
     else launch_cfg<MODE, 64, 2, STAGES>(x, Wq, scales, y, M, N, K, split, stream);
 }
@@ -862,21 +826,7 @@ static void launch(const __half* x, const int32_t* Wq, const __half* scales, __h
 // shared memory at the end. Nothing crosses blocks. On fragment order a lane's 16-byte load of a 64-wide K chunk is
 // already its A fragments of four mma steps (frag_q, no permutation); x's B fragments are in K order, so they come
 // from shared memory by ldmatrix as in the tile kernel (x_frags).
-#ifndef TILE_GEMV_MAX_M
-#define TILE_GEMV_MAX_M 8  // linear_w4a16_frag runs the GEMV up to this many tokens (0: never)
-#endif
-#ifndef TILE_GEMV_ACC
-#define TILE_GEMV_ACC -1  // accumulator sets of the GEMV's mma chains per K group: 1, 2, or -1: 2 with one m16 tile a block
-#endif
-#ifndef TILE_GEMV_ALL
-#define TILE_GEMV_ALL 0  // 1: the GEMV at every M <= TILE_GEMV_MAX_M (0: only where the tile kernel would split K)
-#endif
-#ifndef TILE_GEMV_XSMEM
-#define TILE_GEMV_XSMEM 1  // x's B fragments through shared memory and ldmatrix (0: 4-byte loads from global memory)
-#endif
-#ifndef TILE_GEMV_PDL_SPREAD
-#define TILE_GEMV_PDL_SPREAD 1  // under PDL, ask for shared memory so that only the grid's share of blocks fits an SM
-#endif
+constexpr int TILE_GEMV_MAX_M = 8;  // linear_w4a16_frag runs the GEMV up to this many tokens, where the tiles would split K
 constexpr int GEMV_WARPS = 8;
 
 __device__ __forceinline__ uint4 ldg_stream(const void* p) {  // read once: skip L1, 256-byte L2 fetches (lesson 07)
@@ -890,7 +840,7 @@ template <int R, bool PERSIST>
 __global__ void __launch_bounds__(32 * GEMV_WARPS, 2)
 gemv_frag_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const __half* __restrict__ scales,
                  __half* __restrict__ y, int M, int N, int K) {
-    constexpr int ACC = TILE_GEMV_ACC > 0 ? TILE_GEMV_ACC : R == 1 ? 2 : 1;
+    constexpr int ACC = R == 1 ? 2 : 1;  // accumulator sets of the mma chains per K group
     pdl_trigger();
     // PERSIST: units blockIdx.x, + gridDim.x, …; a unit's partial tiles go to the other buffer than the last unit's,
     // whose sum may still be reading it: one barrier per unit.
@@ -898,7 +848,6 @@ gemv_frag_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, c
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
     const int m0 = blockIdx.y * 8, rows = min(M - m0, 8), groups = K / GROUP, tiles16 = (N + 15) / 16;
     const int npad = tiles16 * 16, units = (tiles16 + R - 1) / R;
-#if TILE_GEMV_XSMEM
     // x through shared memory: per warp two 8-token tiles of one K group (this one, the next), swizzled as the
     // tile kernel's stages (x_slot), copied with cp.async one group ahead and read with ldmatrix (x_frags): per group
     // and lane one to four copies and four ldmatrix, where loading the B fragments from global memory takes sixteen
@@ -920,10 +869,6 @@ gemv_frag_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, c
     uint32_t xl[4];
 #pragma unroll
     for (int j2 = 0; j2 < 4; ++j2) xl[j2] = x_row_addr(0, j2, lane);
-#else
-    const bool has = g < rows;  // the token this lane feeds to B (others are zeros)
-    const __half* xr = x + (size_t)(has ? m0 + g : 0) * K + 2 * (lane % 4);
-#endif
     // Unit u's m16 tile r (with R = 2 and an odd tile count, the last unit repeats its tile; not stored): the lane's
     // 16 bytes of K chunk c are int32 words (tile · K/64 + c) · 128 + 4 · lane; its scales, rows g and g + 8 of the
     // tile in the group's row of the transposed scales.
@@ -948,39 +893,27 @@ gemv_frag_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, c
     };
     load(0, warp);
     pdl_wait();  // x comes from the previous kernel; the first weights are already on their way
-#if TILE_GEMV_XSMEM
     __syncwarp();  // the zeroed rows, before any lane's copies
     load_x(xcur, warp);
-#endif
     auto unit = [&](int u, int buf) {
         float acc[R][4] = {};
 #pragma unroll 2
         for (int kb = warp; kb < groups; kb += GEMV_WARPS) {
             load(1, kb + GEMV_WARPS);
             float blk[R][ACC][4] = {};  // Σ q·x over the group, then × the rows' scales
-#if TILE_GEMV_XSMEM
             __syncwarp();  // every lane is done reading the other slot (the previous group)
             load_x(xcur ^ 2048u, kb + GEMV_WARPS);
             cp_async_wait<1>();  // this lane's copies of this group have landed...
             __syncwarp();        // ...and every lane's
-#endif
 #pragma unroll
             for (int h = 0; h < 2; ++h) {  // 64-wide chunks; x's B fragments of a chunk serve every tile
                 uint32_t b[4][2];  // mma step j: x of token g at K 128·kb + 64·h + 16·j + {2t, 2t + 8}
-#if TILE_GEMV_XSMEM
 #pragma unroll
                 for (int jj = 0; jj < 2; ++jj) {
                     uint32_t f[4];
                     x_frags(f, xcur + xl[2 * h + jj]);
                     b[2 * jj][0] = f[0], b[2 * jj][1] = f[1], b[2 * jj + 1][0] = f[2], b[2 * jj + 1][1] = f[3];
                 }
-#else
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-#pragma unroll
-                    for (int i = 0; i < 2; ++i)
-                        b[j][i] = has ? __ldg(reinterpret_cast<const uint32_t*>(xr + kb * GROUP + 64 * h + 16 * j + 8 * i)) : 0u;
-#endif
 #pragma unroll
                 for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -1003,17 +936,13 @@ gemv_frag_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, c
             }
 #pragma unroll
             for (int r = 0; r < R; ++r) wv[0][r][0] = wv[1][r][0], wv[0][r][1] = wv[1][r][1];  // register renames
-#if TILE_GEMV_XSMEM
             xcur ^= 2048u;
-#endif
         }
         if (PERSIST && u + (int)gridDim.x < units) {  // the next unit's first loads fly while this one is summed
             start_unit(u + gridDim.x);
             load(0, warp);
-#if TILE_GEMV_XSMEM
             __syncwarp();
             load_x(xcur, warp);
-#endif
         }
 #pragma unroll
         for (int r = 0; r < R; ++r)
@@ -1058,7 +987,7 @@ static void launch_gemv_r(const __half* x, const int32_t* Wq, const __half* scal
     } else {
         const dim3 grid(units, (M + 7) / 8);
         const int share = (int)((grid.x * grid.y + sms - 1) / sms);
-        const size_t smem = g_pdl && TILE_GEMV_PDL_SPREAD && share < fit1 ? sm_smem / (share + 1) + 1 : 0;
+        const size_t smem = g_pdl && share < fit1 ? sm_smem / (share + 1) + 1 : 0;
         launch_pdl(gemv_frag_kernel<R, false>, grid, 32 * GEMV_WARPS, smem, stream, x, Wq, scales, y, M, N, K);
     }
 }
@@ -1114,6 +1043,6 @@ EXPORT void linear_w4a16_frag(const __half* x, const int32_t* q, const __half* s
     static int sms = 0;
     if (!sms) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
     const bool splits = (long)((N + TBN - 1) / TBN) * 100 < (long)sms * TILE_FULL_PCT;
-    if (M <= TILE_GEMV_MAX_M && (TILE_GEMV_ALL || splits)) launch_gemv(x, q, scales, y, M, N, K, stream);
+    if (M <= TILE_GEMV_MAX_M && splits) launch_gemv(x, q, scales, y, M, N, K, stream);
     else launch<FRAGMENTS, TILE_STAGES>(x, q, scales, y, M, N, K, true, stream);
 }

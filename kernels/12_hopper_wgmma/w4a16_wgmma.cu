@@ -31,15 +31,9 @@
 #define HOPPER(...) __VA_ARGS__
 #endif
 
-#ifndef WG_STAGES
-#define WG_STAGES 4  // K tiles in the shared-memory ring, at most (what fits in 200 KB at 1 block per SM)
-#endif
-#ifndef WG_SPLIT_BLOCKS
-#define WG_SPLIT_BLOCKS 2  // blocks per SM a wave counts when choosing the split (at most what fits)
-#endif
-#ifndef WG_SPLIT_COST
-#define WG_SPLIT_COST 4  // what a block costs besides its K tiles, in K tiles (the split rule of lessons 09-10)
-#endif
+constexpr int WG_STAGES = 4;  // K tiles in the shared-memory ring, at most (what fits in 200 KB at 1 block per SM)
+constexpr int WG_SPLIT_BLOCKS = 2;  // blocks per SM a wave counts when choosing the split (at most what fits)
+constexpr int WG_SPLIT_COST = 4;  // what a block costs besides its K tiles, in K tiles (the split rule of lessons 09-10)
 
 constexpr int GROUP = 128, TBN = 128, THREADS = 256;  // K tile = one scale group; outputs per block; 2 warpgroups
 

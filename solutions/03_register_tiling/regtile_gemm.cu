@@ -1,230 +1,235 @@
-// Lesson 03: register blocking with 128-bit loads, y[M,N] = x[M,K] · W[N,K]ᵀ in FP32.
+// Lesson 03: register tiling, y[M,N] = x[M,K] · W[N,K]ᵀ in FP32, one step at a time.
 //
-// Lesson 02 computes one output per thread, so every FMA needs two shared-memory loads: the
-// shared-memory pipe, not the FMA units, sets the speed. Here each thread computes an 8×8
-// micro-tile of y in registers. Per step k it loads 8 values of x and 8 of W (four 128-bit LDS)
-// and does 64 FMAs: 16 FMAs per load instead of 0.5.
-//
-// Layout (BM×BN = 128×128 block tile, BK = 8, 256 threads = 8 warps; the wide kernel differs below):
-//  - Warps are arranged 2 (along m) × 4 (along n); each owns a 64×32 warp tile.
-//  - Lane (lm = lane % 8, ln = lane / 8) owns rows  wm + i·32 + lm·4 + {0..3}, i = 0, 1
-//                                     and columns wn + j·16 + ln·4 + {0..3}, j = 0, 1.
-//    A quarter-warp (8 lanes, one 128-bit LDS phase) reads 8 consecutive float4 of a row of As
-//    and one broadcast float4 of Ws: no bank conflicts.
-//  - Tiles are copied from global memory as float4 along K (both x and W are K-contiguous) and
-//    stored transposed, As[k][m], so the micro-tile reads are contiguous along m. A row stride of
-//    BM + 4 floats puts the two k-halves a warp stores into different banks (conflict-free) and
-//    keeps rows 16-byte aligned for the float4 reads.
-//  - gemm_regtile_db double-buffers shared memory: the next tile's global loads are issued into
-//    registers before the current tile's FMAs, and stored to the other buffer after them, so the
-//    DRAM/L2 latency hides behind arithmetic and only one __syncthreads is needed per tile.
-//  - gemm_regtile_wide gives each thread 8×16 outputs (J = 4 column groups, warp tile 64×64, block
-//    tile 128×256): 6 shared loads per 128 FMAs instead of 4 per 64, so fewer wavefronts per FMA.
-//    It needs ~230 registers, so one block (8 warps) per SM: less occupancy, more work per warp.
-//    Its K tile is 16 deep (4 threads per row on the loads), which halves the per-tile overhead
-//    (global loads, transposed stores, barrier, address arithmetic) per FMA; the double-buffered
-//    tiles then take 49 KB, past the 48 KB static limit, so it uses dynamic shared memory.
-// Odd shapes: loads past M, N or K read zeros; stores are guarded. When K % 4 != 0 (or a pointer is
-// not 16-byte aligned) a scalar-load instantiation is used, because a float4 would straddle rows.
+// Lesson 02 computes one output per thread: every FMA needs two shared-memory loads, so the
+// shared-memory pipe, not the FMA units, sets the speed. Each step below makes a thread reuse what it
+// loads from shared memory more often, or hides a wait:
+//   1. gemm_regtile_1d   a thread computes 8 outputs of one column (64×64 block tile, 512 threads)
+//   2. gemm_regtile_2d   a thread computes an 8×8 micro-tile (128×128 block tile, 256 threads)
+//   3. gemm_regtile_vec  + 128-bit global loads (one LDG.128 brings 4 floats)
+//   4. gemm_regtile_warp + warp tiling: a thread's 8×8 is spread over its warp's tile (no bank conflicts)
+//   5. gemm_regtile_db   + double buffering: the next tile's loads fly while this tile's FMAs run
+// Tiles are BK = 8 deep. Both x and W are K-contiguous, so a tile row is copied along K and stored
+// transposed, s[k][row]: a thread then reads its rows (or columns) of step k side by side. A row
+// stride of ROWS + 4 floats makes those transposed stores conflict-free and keeps rows 16-byte aligned.
+// Odd shapes: loads past M, N or K read zeros; stores past M or N are skipped.
 #include <cuda_runtime.h>
 #include <cstdint>
 
 #define EXPORT extern "C"  // the harness binds every EXPORT launcher to Python
 
-#ifndef REGTILE_WIDE_BK
-#define REGTILE_WIDE_BK 16  // the wide kernel's K tile depth
-#endif
-#ifndef REGTILE_MIN_BLOCKS
-#define REGTILE_MIN_BLOCKS 2  // blocks per SM the register budget must allow (2 → ≤ 128 registers)
-#endif
+constexpr int BK = 8, PAD = 4;
+constexpr int BM = 128, BN = 128, THREADS = 256;  // steps 2-5: 256 threads × 64 outputs = 128×128
 
-// J = column groups of 16 per warp tile: J = 2 gives 8×8 per thread and a 128×128 block tile;
-// J = 4 gives 8×16 per thread and a 128×256 block tile (gemm_regtile_wide).
-constexpr int BM = 128, TM = 8, THREADS = 256, PAD = 4;
+__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15) == 0; }
 
-// One float4 of a ROWS×BK tile per thread and part p: BK/4 threads cover a row's BK values, so with
-// BK = 8 a warp reads 16 rows × 32 contiguous bytes: every 32-byte sector it touches is fully used.
-template <bool VEC, int BK>
-__device__ __forceinline__ float4 load_tile(const float* __restrict__ src, int rows, int K, int row0, int k0,
-                                            int tid, int p = 0) {
-    const int row = row0 + tid / (BK / 4) + p * (THREADS / (BK / 4));
-    const int k = k0 + (tid % (BK / 4)) * 4;
-    float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
+// Copy rows row0.. of src (rows × K) and K columns k0..k0+BK-1 into s[k][row], one float at a time.
+template <int ROWS, int NTHREADS>
+__device__ __forceinline__ void load_tile_scalar(const float* __restrict__ src, int rows, int K, int row0, int k0,
+                                                 float (*s)[ROWS + PAD]) {
+#pragma unroll
+    for (int p = 0; p < ROWS * BK / NTHREADS; ++p) {
+        const int i = threadIdx.x + p * NTHREADS, r = i / BK, k = i % BK;  // 8 threads read a row's 32 bytes
+        s[k][r] = row0 + r < rows && k0 + k < K ? src[(size_t)(row0 + r) * K + k0 + k] : 0.f;
+    }
+}
+
+// src[row][k .. k+3] as one float4, zeros past `rows` and past K.
+__device__ __forceinline__ float4 load4(const float* __restrict__ src, int rows, int K, int row, int k) {
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    // BEGIN EXERCISE 03.b: 128-bit global loads
+    //> // TODO: fill v with src[row][k], src[row][k+1], src[row][k+2], src[row][k+3] (roughly 10 lines).
+    //> // - Nothing to load when row is past the last row: v stays zero.
+    //> // - One 128-bit load (reinterpret the address as const float4*) brings all four at once. It needs a
+    //> //   16-byte-aligned address: when is the start of every row, and so every group of four, aligned?
+    //> // - Otherwise read the four one by one, each only if it lies before K.
     if (row < rows) {
         const float* p = src + (size_t)row * K + k;
-        if (VEC) {
-            if (k < K) r = *reinterpret_cast<const float4*>(p);  // K % 4 == 0: all four or none
+        if (K % 4 == 0 && aligned16(src)) {  // every row starts 16-byte aligned; k is a multiple of 4
+            if (k < K) v = *reinterpret_cast<const float4*>(p);
         } else {
-            if (k < K) r.x = p[0];
-            if (k + 1 < K) r.y = p[1];
-            if (k + 2 < K) r.z = p[2];
-            if (k + 3 < K) r.w = p[3];
+            if (k < K) v.x = p[0];
+            if (k + 1 < K) v.y = p[1];
+            if (k + 2 < K) v.z = p[2];
+            if (k + 3 < K) v.w = p[3];
         }
     }
-    return r;
+    // END EXERCISE
+    return v;
 }
 
-// Transposed store: s[k][row].
-template <int ROWS, int BK>
-__device__ __forceinline__ void store_tile(float (*s)[ROWS + PAD], int tid, float4 r, int p = 0) {
-    const int row = tid / (BK / 4) + p * (THREADS / (BK / 4)), k = (tid % (BK / 4)) * 4;
-    s[k][row] = r.x;
-    s[k + 1][row] = r.y;
-    s[k + 2][row] = r.z;
-    s[k + 3][row] = r.w;
+// The transposed store of one load4: s[k + c][row] = v's c-th value.
+__device__ __forceinline__ void store4(float (*s)[BM + PAD], int row, int k, float4 v) {
+    s[k][row] = v.x;
+    s[k + 1][row] = v.y;
+    s[k + 2][row] = v.z;
+    s[k + 3][row] = v.w;
 }
 
-// acc += As[:, my rows]ᵀ · Ws[:, my columns] over the BK steps of one tile.
-template <int J, int BK, int BN = 64 * J, int TN = 4 * J>
-__device__ __forceinline__ void micro_tile(const float (*As)[BM + PAD], const float (*Ws)[BN + PAD],
-                                           int am, int bn, float (&acc)[TM][TN]) {
-    // am = wm + lm·4: this thread's first row in the tile; bn = wn + ln·4: its first column.
+// A thread's 8×8 outputs are 2×2 blocks of 4×4: rows am + {0..3} and am + RS + {0..3}, columns
+// bn + {0..3} and bn + CS + {0..3}. RS = CS = 4 is one contiguous 8×8 block (steps 2, 3); the warp
+// tiling of steps 4 and 5 spreads the blocks out (RS = 32, CS = 16).
+template <int RS, int CS>
+__device__ __forceinline__ void micro_tile(const float (*As)[BM + PAD], const float (*Ws)[BN + PAD], int am, int bn,
+                                           float (&acc)[8][8]) {
     // BEGIN EXERCISE 03.a: the register micro-tile
-    //> // TODO: for each k in 0 .. BK-1 (unrolled):
-    //> //   a[0..3] = the float4 at As[k][am],  a[4..7] = the float4 at As[k][am + 32];
-    //> //   b[4j .. 4j+3] = the float4 at Ws[k][bn + 16j], for j = 0 .. J-1 (TN = 4J values);
-    //> //   acc[i][j] += a[i] * b[j] for all TM×TN (i, j): an outer product (64 FMAs per 4 loads at J = 2).
-    //> // Read with reinterpret_cast<const float4*>(&As[k][am]) so each load is one 128-bit LDS.
+    //> // TODO: for each of the BK steps k of the tile, add to acc the outer product of this thread's
+    //> // 8 values of x (As[k], its two groups of 4 rows) and its 8 values of W (Ws[k], its two groups of
+    //> // 4 columns): 64 FMAs from 16 values (roughly 15 lines).
+    //> // - Copy the 16 values into register arrays first, so each is read from shared memory once.
+    //> // - Read each group of 4 with one 128-bit shared load (reinterpret its address as const float4*).
+    //> // - #pragma unroll on every loop: only compile-time indices keep acc, a and b in registers.
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
-        float a[TM], b[TN];
+        float a[8], b[8];
+        const float4 a0 = *reinterpret_cast<const float4*>(&As[k][am]);
+        const float4 a1 = *reinterpret_cast<const float4*>(&As[k][am + RS]);
+        const float4 b0 = *reinterpret_cast<const float4*>(&Ws[k][bn]);
+        const float4 b1 = *reinterpret_cast<const float4*>(&Ws[k][bn + CS]);
+        a[0] = a0.x; a[1] = a0.y; a[2] = a0.z; a[3] = a0.w; a[4] = a1.x; a[5] = a1.y; a[6] = a1.z; a[7] = a1.w;
+        b[0] = b0.x; b[1] = b0.y; b[2] = b0.z; b[3] = b0.w; b[4] = b1.x; b[5] = b1.y; b[6] = b1.z; b[7] = b1.w;
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            const float4 v = *reinterpret_cast<const float4*>(&As[k][am + i * 32]);
-            a[i * 4 + 0] = v.x; a[i * 4 + 1] = v.y; a[i * 4 + 2] = v.z; a[i * 4 + 3] = v.w;
-        }
+        for (int i = 0; i < 8; ++i)
 #pragma unroll
-        for (int j = 0; j < J; ++j) {
-            const float4 v = *reinterpret_cast<const float4*>(&Ws[k][bn + j * 16]);
-            b[j * 4 + 0] = v.x; b[j * 4 + 1] = v.y; b[j * 4 + 2] = v.z; b[j * 4 + 3] = v.w;
-        }
-#pragma unroll
-        for (int i = 0; i < TM; ++i)
-#pragma unroll
-            for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+            for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
     }
     // END EXERCISE
 }
 
-template <bool DOUBLE_BUFFER, int BK, int J>
-constexpr int smem_bytes() { return (DOUBLE_BUFFER ? 2 : 1) * BK * (BM + PAD + 64 * J + PAD) * 4; }
-
-template <bool DOUBLE_BUFFER, bool VEC, int J, int BK>
-__global__ void __launch_bounds__(THREADS, J == 2 ? REGTILE_MIN_BLOCKS : 1)
-gemm_regtile_kernel(const float* __restrict__ x, const float* __restrict__ W, float* __restrict__ y,
-                    int M, int N, int K, bool store_vec) {
-    constexpr int NBUF = DOUBLE_BUFFER ? 2 : 1, BN = 64 * J, TN = 4 * J;
-    constexpr int XPARTS = BM * BK / 4 / THREADS, WPARTS = BN * BK / 4 / THREADS;
-    // Static shared memory where it fits (its address is a constant, which saves instructions); dynamic
-    // above the 48 KB static limit, which the wide kernel's 16-deep double-buffered tiles exceed.
-    constexpr bool DYN = smem_bytes<DOUBLE_BUFFER, BK, J>() > 48 * 1024;
-    __shared__ __align__(16) float static_smem[DYN ? 4 : smem_bytes<DOUBLE_BUFFER, BK, J>() / 4];
-    extern __shared__ __align__(16) float dynamic_smem[];
-    float* smem = DYN ? dynamic_smem : static_smem;
-    auto As = reinterpret_cast<float (*)[BK][BM + PAD]>(smem);
-    auto Ws = reinterpret_cast<float (*)[BK][BN + PAD]>(smem + NBUF * BK * (BM + PAD));
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int wm = (warp / 4) * 64, wn = (warp % 4) * 16 * J;
-    const int am = wm + (lane % 8) * 4, bn = wn + (lane / 8) * 4;
-    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-
-    float acc[TM][TN];
+// Write a thread's 8×8 (the layout of micro_tile) to y; float4 stores when every row is 16-byte aligned.
+template <int RS, int CS>
+__device__ __forceinline__ void store_acc(float* __restrict__ y, int M, int N, int m, int n, const float (&acc)[8][8]) {
+    const bool vec = N % 4 == 0 && aligned16(y);
 #pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
-
-    if (!DOUBLE_BUFFER) {
-        for (int k0 = 0; k0 < K; k0 += BK) {
-#pragma unroll
-            for (int p = 0; p < XPARTS; ++p)
-                store_tile<BM, BK>(As[0], tid, load_tile<VEC, BK>(x, M, K, m0, k0, tid, p), p);
-#pragma unroll
-            for (int p = 0; p < WPARTS; ++p)
-                store_tile<BN, BK>(Ws[0], tid, load_tile<VEC, BK>(W, N, K, n0, k0, tid, p), p);
-            __syncthreads();
-            micro_tile<J, BK>(As[0], Ws[0], am, bn, acc);
-            __syncthreads();
-        }
-    } else {
-#pragma unroll
-        for (int p = 0; p < XPARTS; ++p)
-            store_tile<BM, BK>(As[0], tid, load_tile<VEC, BK>(x, M, K, m0, 0, tid, p), p);
-#pragma unroll
-        for (int p = 0; p < WPARTS; ++p)
-            store_tile<BN, BK>(Ws[0], tid, load_tile<VEC, BK>(W, N, K, n0, 0, tid, p), p);
-        __syncthreads();
-        int buf = 0;
-        for (int k0 = 0; k0 < K; k0 += BK) {
-            const bool more = k0 + BK < K;
-            float4 ra[XPARTS], rb[WPARTS];
-            if (more) {  // issue the next tile's loads now; they land while we compute
-#pragma unroll
-                for (int p = 0; p < XPARTS; ++p) ra[p] = load_tile<VEC, BK>(x, M, K, m0, k0 + BK, tid, p);
-#pragma unroll
-                for (int p = 0; p < WPARTS; ++p) rb[p] = load_tile<VEC, BK>(W, N, K, n0, k0 + BK, tid, p);
-            }
-            micro_tile<J, BK>(As[buf], Ws[buf], am, bn, acc);
-            if (more) {  // the other buffer was last read before the previous barrier: safe to fill
-#pragma unroll
-                for (int p = 0; p < XPARTS; ++p) store_tile<BM, BK>(As[buf ^ 1], tid, ra[p], p);
-#pragma unroll
-                for (int p = 0; p < WPARTS; ++p) store_tile<BN, BK>(Ws[buf ^ 1], tid, rb[p], p);
-            }
-            __syncthreads();
-            buf ^= 1;
-        }
-    }
-
-    // Epilogue: each thread writes its 8×8 outputs as 4-wide rows (float4 stores when N allows).
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {
-        const int row = m0 + am + (i / 4) * 32 + (i % 4);
+    for (int i = 0; i < 8; ++i) {
+        const int row = m + (i / 4) * RS + i % 4;
         if (row >= M) continue;
 #pragma unroll
-        for (int j = 0; j < J; ++j) {
-            const int col = n0 + bn + j * 16;
+        for (int h = 0; h < 2; ++h) {
+            const int col = n + h * CS;
             float* out = y + (size_t)row * N + col;
-            if (store_vec && col + 3 < N) {
-                *reinterpret_cast<float4*>(out) =
-                    make_float4(acc[i][j * 4], acc[i][j * 4 + 1], acc[i][j * 4 + 2], acc[i][j * 4 + 3]);
-            } else {
+            if (vec && col < N) {
+                *reinterpret_cast<float4*>(out) = make_float4(acc[i][4 * h], acc[i][4 * h + 1], acc[i][4 * h + 2], acc[i][4 * h + 3]);
+            } else if (!vec) {
 #pragma unroll
-                for (int v = 0; v < 4; ++v)
-                    if (col + v < N) out[v] = acc[i][j * 4 + v];
+                for (int c = 0; c < 4; ++c)
+                    if (col + c < N) out[c] = acc[i][4 * h + c];
             }
         }
     }
 }
 
-static bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15) == 0; }
-
-template <bool DB, int J = 2, int BK = 8>
-static void launch(const float* x, const float* W, float* y, int M, int N, int K, cudaStream_t s) {
-    const dim3 grid((N + 64 * J - 1) / (64 * J), (M + BM - 1) / BM);
-    const bool vec = K % 4 == 0 && aligned16(x) && aligned16(W);
-    const bool store_vec = N % 4 == 0 && aligned16(y);
-    constexpr int bytes = smem_bytes<DB, BK, J>();
-    if (bytes > 48 * 1024) {  // above 48 KB a kernel must opt in to dynamic shared memory, once
-        static const bool opted_in = [] {
-            cudaFuncSetAttribute(gemm_regtile_kernel<DB, true, J, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-            cudaFuncSetAttribute(gemm_regtile_kernel<DB, false, J, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-            return true;
-        }();
-        (void)opted_in;
+// Step 1: thread t computes rows 8·(t / 64) .. +7 of column t % 64. Per k it reads one value of W and
+// eight of x (the same eight for the whole warp: a broadcast) and does 8 FMAs.
+__global__ void __launch_bounds__(512) regtile_1d_kernel(const float* __restrict__ x, const float* __restrict__ W,
+                                                         float* __restrict__ y, int M, int N, int K) {
+    constexpr int T = 64;  // block tile T×T, 8 outputs per thread
+    __shared__ __align__(16) float As[BK][T + PAD], Ws[BK][T + PAD];
+    const int tn = threadIdx.x % T, tm = (threadIdx.x / T) * 8;
+    const int m0 = blockIdx.y * T, n0 = blockIdx.x * T;
+    float acc[8] = {};
+    for (int k0 = 0; k0 < K; k0 += BK) {
+        load_tile_scalar<T, 512>(x, M, K, m0, k0, As);
+        load_tile_scalar<T, 512>(W, N, K, n0, k0, Ws);
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < BK; ++k) {
+            const float b = Ws[k][tn];  // kept in a register for 8 FMAs
+#pragma unroll
+            for (int i = 0; i < 8; ++i) acc[i] = fmaf(As[k][tm + i], b, acc[i]);
+        }
+        __syncthreads();  // everyone is done with this tile before it is overwritten
     }
-    auto kernel = vec ? gemm_regtile_kernel<DB, true, J, BK> : gemm_regtile_kernel<DB, false, J, BK>;
-    kernel<<<grid, THREADS, bytes > 48 * 1024 ? bytes : 0, s>>>(x, W, y, M, N, K, store_vec);
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+        if (m0 + tm + i < M && n0 + tn < N) y[(size_t)(m0 + tm + i) * N + n0 + tn] = acc[i];
 }
 
-EXPORT void gemm_regtile(const float* x, const float* W, float* y, int M, int N, int K, cudaStream_t stream) {
-    launch<false>(x, W, y, M, N, K, stream);
+// Steps 2-4 share one body; they differ in how tiles are loaded (VEC) and where a thread's 8×8 sits.
+// Thread layout: 16×16 threads, each an 8×8 block (WARP = false), or 2×4 warps of a 64×32 warp tile,
+// in which lane (l % 8, l / 8) owns rows 4·(l % 8) + {0..3, 32..35} and columns 4·(l / 8) + {0..3, 16..19}.
+template <bool VEC, bool WARP>
+__global__ void __launch_bounds__(THREADS, 2) regtile_kernel(const float* __restrict__ x, const float* __restrict__ W,
+                                                             float* __restrict__ y, int M, int N, int K) {
+    constexpr int RS = WARP ? 32 : 4, CS = WARP ? 16 : 4;
+    __shared__ __align__(16) float As[BK][BM + PAD], Ws[BK][BN + PAD];
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int am = WARP ? (warp / 4) * 64 + (lane % 8) * 4 : (tid / 16) * 8;
+    const int bn = WARP ? (warp % 4) * 32 + (lane / 8) * 4 : (tid % 16) * 8;
+    const int lr = tid / 2, lk = (tid % 2) * 4;  // the row and k of this thread's float4 of each tile
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    float acc[8][8] = {};
+    for (int k0 = 0; k0 < K; k0 += BK) {
+        if (VEC) {
+            store4(As, lr, lk, load4(x, M, K, m0 + lr, k0 + lk));
+            store4(Ws, lr, lk, load4(W, N, K, n0 + lr, k0 + lk));
+        } else {
+            load_tile_scalar<BM, THREADS>(x, M, K, m0, k0, As);
+            load_tile_scalar<BN, THREADS>(W, N, K, n0, k0, Ws);
+        }
+        __syncthreads();
+        micro_tile<RS, CS>(As, Ws, am, bn, acc);
+        __syncthreads();
+    }
+    store_acc<RS, CS>(y, M, N, m0 + am, n0 + bn, acc);
+}
+
+// Step 5: step 4 with two buffers of each tile. While the FMAs of tile t run on one buffer, tile t+1's
+// global loads are already in flight into registers; they are stored to the other buffer afterwards.
+__global__ void __launch_bounds__(THREADS, 2) regtile_db_kernel(const float* __restrict__ x, const float* __restrict__ W,
+                                                                float* __restrict__ y, int M, int N, int K) {
+    __shared__ __align__(16) float As[2][BK][BM + PAD], Ws[2][BK][BN + PAD];
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int am = (warp / 4) * 64 + (lane % 8) * 4, bn = (warp % 4) * 32 + (lane / 8) * 4;
+    const int lr = tid / 2, lk = (tid % 2) * 4;
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    float acc[8][8] = {};
+    store4(As[0], lr, lk, load4(x, M, K, m0 + lr, lk));  // tile 0 into buffer 0
+    store4(Ws[0], lr, lk, load4(W, N, K, n0 + lr, lk));
+    __syncthreads();
+    // BEGIN EXERCISE 03.c: the double buffer
+    //> // TODO: run over the K tiles, micro_tile<32, 16> on one buffer while the next tile travels into
+    //> // the other (roughly 15 lines). Per tile: if there is a next tile, load4 its two float4 into
+    //> // registers first; then the micro-tile on this buffer; then store4 the registers into the other.
+    //> // - One __syncthreads per tile is enough. Where must it stand, and why may the other buffer be
+    //> //   written before it without waiting for the warps still computing on this one?
+    int cur = 0;
+    for (int k0 = 0; k0 < K; k0 += BK) {
+        const bool next = k0 + BK < K;
+        float4 a, w;
+        if (next) {  // issued now, these loads land while the FMAs below run
+            a = load4(x, M, K, m0 + lr, k0 + BK + lk);
+            w = load4(W, N, K, n0 + lr, k0 + BK + lk);
+        }
+        micro_tile<32, 16>(As[cur], Ws[cur], am, bn, acc);
+        if (next) {  // the other buffer was last read before the previous barrier
+            store4(As[cur ^ 1], lr, lk, a);
+            store4(Ws[cur ^ 1], lr, lk, w);
+        }
+        __syncthreads();
+        cur ^= 1;
+    }
+    // END EXERCISE
+    store_acc<32, 16>(y, M, N, m0 + am, n0 + bn, acc);
+}
+
+static dim3 grid_for(int M, int N, int bm, int bn) { return dim3((N + bn - 1) / bn, (M + bm - 1) / bm); }
+
+EXPORT void gemm_regtile_1d(const float* x, const float* W, float* y, int M, int N, int K, cudaStream_t stream) {
+    regtile_1d_kernel<<<grid_for(M, N, 64, 64), 512, 0, stream>>>(x, W, y, M, N, K);
+}
+
+EXPORT void gemm_regtile_2d(const float* x, const float* W, float* y, int M, int N, int K, cudaStream_t stream) {
+    regtile_kernel<false, false><<<grid_for(M, N, BM, BN), THREADS, 0, stream>>>(x, W, y, M, N, K);
+}
+
+EXPORT void gemm_regtile_vec(const float* x, const float* W, float* y, int M, int N, int K, cudaStream_t stream) {
+    regtile_kernel<true, false><<<grid_for(M, N, BM, BN), THREADS, 0, stream>>>(x, W, y, M, N, K);
+}
+
+EXPORT void gemm_regtile_warp(const float* x, const float* W, float* y, int M, int N, int K, cudaStream_t stream) {
+    regtile_kernel<true, true><<<grid_for(M, N, BM, BN), THREADS, 0, stream>>>(x, W, y, M, N, K);
 }
 
 EXPORT void gemm_regtile_db(const float* x, const float* W, float* y, int M, int N, int K, cudaStream_t stream) {
-    launch<true>(x, W, y, M, N, K, stream);
-}
-
-EXPORT void gemm_regtile_wide(const float* x, const float* W, float* y, int M, int N, int K, cudaStream_t stream) {
-    launch<true, 4, REGTILE_WIDE_BK>(x, W, y, M, N, K, stream);
+    regtile_db_kernel<<<grid_for(M, N, BM, BN), THREADS, 0, stream>>>(x, W, y, M, N, K);
 }

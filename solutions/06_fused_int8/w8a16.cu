@@ -55,17 +55,8 @@ static void launch_pdl(void (*kernel)(P...), dim3 grid, int threads, size_t smem
     cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
-#ifndef GEMV_WARPS
-#define GEMV_WARPS 8  // warps per block, splitting K
-#endif
-constexpr int GROUP = 128, WARPS = GEMV_WARPS, THREADS = 32 * WARPS;
-#ifndef GEMV_UNROLL
-#define GEMV_UNROLL 2  // 64-wide K blocks a warp loads before using the first
-#endif
-#ifndef GEMV_I8_CHUNKS
-#define GEMV_I8_CHUNKS 1  // 16-byte INT8 loads per lane and K block: 1 (64-wide blocks) or 2 (128-wide)
-#endif
-constexpr int U = GEMV_UNROLL;
+constexpr int GROUP = 128, WARPS = 8 /* per block, splitting K */, THREADS = 32 * WARPS;
+constexpr int U = 2;  // 64-wide K blocks a warp loads before using the first
 
 __device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t*>(&h); }
 __device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *reinterpret_cast<__half2*>(&u); }
@@ -93,23 +84,13 @@ __device__ __forceinline__ void dequant16(const int4 v, __half2 s, uint32_t (&w)
     // END EXERCISE
 }
 
-#ifndef GEMV_L2_PREFETCH
-#define GEMV_L2_PREFETCH 256  // bytes the L2 fetches around each weight load: 0 (no hint), 128 or 256
-#endif
 // A weight is read once: skip L1, and ask L2 to fetch the surrounding 256 bytes of the row (the
 // neighbouring lanes' and warps' pieces), so DRAM sees long bursts.
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 __device__ __forceinline__ int4 load_stream(const void* p) {
     int4 v;
-#if GEMV_L2_PREFETCH == 256
     asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.s32 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-#elif GEMV_L2_PREFETCH == 128
-    asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.s32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-#else
-    v = __ldcs(reinterpret_cast<const int4*>(p));
-#endif
     return v;
 }
 
@@ -130,7 +111,7 @@ struct F16W {
 };
 struct I8W {
     using T = int8_t;
-    static constexpr int LOADS = GEMV_I8_CHUNKS, WORDS = 8 * LOADS, KB = 64 * LOADS;  // 16 int8 per load
+    static constexpr int LOADS = 1, WORDS = 8 * LOADS, KB = 64 * LOADS;  // 16 int8 per load
     static_assert(GROUP % KB == 0, "a K block must lie inside one scale group");
     __device__ static void load(const T* p, int4 (&v)[LOADS]) {
 #pragma unroll
@@ -155,8 +136,7 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
 // loads 16 *consecutive* weights, k = 16t … 16t+15 of a 64-wide block (one coalesced 16-byte load), and
 // step j of the block treats k = 16t + 4j + {0, 1, 2, 3} as the fragment's {2t, 2t+1, 2t+8, 2t+9}. As long
 // as x's fragments use the same renaming, which costs nothing because x is loaded by the same lanes, the
-// products are the same. (Marlin reorders the weights offline to the same end.) With GEMV_I8_CHUNKS = 2 a
-// lane takes 32 INT8 weights of a 128-wide block, and the renaming runs over 8 steps.
+// products are the same. (Marlin reorders the weights offline to the same end.)
 // M > 16: grid.y gives each 16 tokens their own blocks, which re-read W: correct for any M, fast only to 16.
 //
 // TILES: the weights stored in 16-row tiles (quant.to_tiles, done once offline): tile [K/64][16 rows][64
@@ -164,9 +144,7 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
 // stream, as lesson 12's pure read does. Row-major, the same block reads 64 bytes from each of its 16 rows
 // per K block, K bytes apart. Same loads, same arithmetic, the same result bit for bit, and 1.02-1.12× as
 // fast on the three large shapes at M ≤ 16 in lesson 06's recorded run (NOTES.md). LOW: M ≤ 8, so x's rows g + 8 are zero, never loaded.
-#ifndef GEMV_MIN_BLOCKS
-#define GEMV_MIN_BLOCKS 1
-#endif
+constexpr int GEMV_MIN_BLOCKS = 1;
 // R: n8 tiles per block (16 tokens × 8·R outputs); UU: K blocks each warp loads before using the first.
 template <class WF, int R, bool TILES = false, bool LOW = false, int UU = U>
 __global__ void __launch_bounds__(THREADS, TILES ? (UU == 1 || LOW ? 32 : 16) / WARPS : GEMV_MIN_BLOCKS)
@@ -281,9 +259,6 @@ static void launch_gemv(const __half* x, const typename WF::T* W, const __half* 
 // The fused GEMV on weights in 16-row tiles: one tile per block. With at least two tiles per SM, each warp keeps
 // one K block in flight and four blocks share an SM (≤ 64 registers); with fewer tiles, each warp keeps two
 // (NOTES.md: the sweep behind both).
-#ifndef GEMV_PDL_SPREAD
-#define GEMV_PDL_SPREAD 1  // 0: no shared-memory request under PDL (the comparison in NOTES.md)
-#endif
 // Under PDL a kernel's blocks start while the kernel before it still holds part of each SM, and fill the SMs that
 // have room first: four of these blocks on some SMs where the grid has three or fewer per SM, and this memory-bound
 // kernel then runs at the pace of its most crowded SMs (lesson 10's kernel met the same). Up to 8 tokens, asking for
@@ -303,12 +278,12 @@ static void launch_tiles(const __half* x, const int8_t* q, const __half* scales,
     }
     const dim3 grid((N + 15) / 16, LOW ? 1 : (M + 15) / 16);
     const int share = (grid.x * grid.y + sms - 1) / sms;
-    const size_t smem = g_pdl && GEMV_PDL_SPREAD && LOW && share < fit ? sm_smem / (share + 1) + 1 : 0;  // share + 1 do not fit
+    const size_t smem = g_pdl && LOW && share < fit ? sm_smem / (share + 1) + 1 : 0;  // share + 1 do not fit
     launch_pdl(kernel, grid, THREADS, smem, stream, x, q, scales, y, M, N, K, g_pdl);
 }
 static void launch_gemv_tiles(const __half* x, const int8_t* q, const __half* scales, __half* y, int M, int N, int K,
                               cudaStream_t stream) {
-    if constexpr (I8W::KB == 64) {  // the tile's K block (a GEMV_I8_CHUNKS = 2 build has none)
+    if constexpr (I8W::KB == 64) {  // the tile's K block
         static int sms = 0;
         if (!sms) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
         const bool many = (N + 15) / 16 >= 2 * sms;
@@ -356,33 +331,20 @@ __global__ void dequant_w8_kernel(const int8_t* __restrict__ q, const __half* __
 // Split-K: with few tiles (N = 4096 gives 32 columns of tiles) the grid cannot fill 132 SMs nor keep
 // enough bytes in flight. gridDim.z blocks then share a tile's K range; each writes its partial tile to a
 // workspace and the last to arrive (a counter per tile) adds the partials in a fixed order and stores y.
-#ifndef TILE_STAGES
-#define TILE_STAGES 4  // cp.async ring depth
-#endif
-#ifndef TILE_STAGES_64
-#define TILE_STAGES_64 3  // W8A16's 64-token tile: 96 KB instead of 128 KB, two blocks per SM (NOTES.md)
-#endif
+constexpr int TILE_STAGES = 4;  // cp.async ring depth
+constexpr int TILE_STAGES_64 = 3;  // W8A16's 64-token tile: 96 KB instead of 128 KB, two blocks per SM (NOTES.md)
 
-#ifndef TILE_SPLIT_BLOCKS
-#define TILE_SPLIT_BLOCKS 2  // blocks per SM a wave counts (at most what fits)
-#endif
+constexpr int TILE_SPLIT_BLOCKS = 2;  // blocks per SM a wave counts (at most what fits)
 constexpr int TBN = 128, TBK = 128, TWN = 4;  // block tile width, K tile (= GROUP), warps across N
 
-#ifndef TILE_L2_PREFETCH
-#define TILE_L2_PREFETCH 256  // bytes L2 fetches around each weight copy: 0 (no hint) or 256
-#endif
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
     const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));
 }
 // Weights: a block reads 128 bytes of each of its rows per K tile; the hint has L2 fetch the next 128 too.
 __device__ __forceinline__ void cp_async16_stream(void* smem, const void* gmem, bool valid) {
-#if TILE_L2_PREFETCH == 256
     const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));
-#else
-    cp_async16(smem, gmem, valid);
-#endif
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
@@ -741,7 +703,10 @@ EXPORT void gemv_f16(const __half* x, const __half* W, __half* y, int M, int N, 
 EXPORT void dequant_w8(const int8_t* q, const __half* scales, __half* W, int N, int K, cudaStream_t stream) {
     if (K % GROUP || !aligned16(q) || !aligned16(W)) return;
     const size_t chunks = (size_t)N * K / 16;
-    const int blocks = (int)((chunks + 255) / 256 < 132 * 16 ? (chunks + 255) / 256 : 132 * 16);
+    static int sms = 0;  // a grid-stride loop: at most 16 blocks per SM
+    if (!sms) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    const size_t cap = (size_t)sms * 16;
+    const int blocks = (int)((chunks + 255) / 256 < cap ? (chunks + 255) / 256 : cap);
     if (blocks) dequant_w8_kernel<<<blocks, 256, 0, stream>>>(q, scales, W, N, K);
 }
 

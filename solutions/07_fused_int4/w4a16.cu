@@ -49,29 +49,11 @@ static void launch_pdl(void (*kernel)(P...), dim3 grid, int threads, size_t smem
     cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
-#ifndef GEMV_WARPS
-#define GEMV_WARPS 8  // warps per block, splitting K
-#endif
-#ifndef GEMV_PREFETCH
-#define GEMV_PREFETCH 1  // 128-wide K blocks of weights a warp has in flight while it converts one (2: more
-#endif                   // registers, fewer warps per SM, slower: NOTES.md)
-#ifndef GEMV_R
-#define GEMV_R 0  // m16 tiles of outputs per block: 1 or 2 (0: 2 when N / 32 fills the SMs, else 1)
-#endif
-#ifndef GEMV_PERSIST
-#define GEMV_PERSIST 1  // on tiles at M <= 8, where the units outnumber the blocks that fit: one generation of
-#endif                  // blocks, each looping over units (0: a block per unit everywhere)
-#ifndef GEMV_MIN_BLOCKS
-#define GEMV_MIN_BLOCKS 2  // blocks per SM the GEMV must fit (caps its registers)
-#endif
-#ifndef GEMV_LOADS_ONLY
-#define GEMV_LOADS_ONLY 0  // experiment (tools/tune_w4a16.py): 1 keeps the loads and drops the arithmetic
-#endif
-#ifndef GEMV_RING_UNROLL
-#define GEMV_RING_UNROLL 1  // unroll the K loop by the ring's length (1) or not (0)
-#endif
-constexpr int GROUP = 128, KB = 128, WARPS = GEMV_WARPS, THREADS = 32 * WARPS, PF = GEMV_PREFETCH;
-constexpr int RING_UNROLL = GEMV_RING_UNROLL ? PF + 1 : 1;  // (a pragma does not expand macros)
+// PF: 128-wide K blocks of weights a warp has in flight while it converts one (2: more registers, fewer warps per SM,
+// slower: NOTES.md).
+constexpr int GEMV_MIN_BLOCKS = 2;  // blocks per SM the GEMV must fit (caps its registers)
+constexpr int GROUP = 128, KB = 128, WARPS = 8 /* per block, splitting K */, THREADS = 32 * WARPS, PF = 1;
+constexpr int RING_UNROLL = PF + 1;  // the K loop unrolled by the ring's length
 
 __device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t*>(&h); }
 __device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *reinterpret_cast<__half2*>(&u); }
@@ -145,21 +127,10 @@ __device__ __forceinline__ void pair_x(const uint32_t* in, uint32_t* out) {
     out[3] = __byte_perm(in[1], in[3], 0x7632);
 }
 
-#ifndef GEMV_L2_HINT
-#define GEMV_L2_HINT 256  // bytes the L2 fetches around each weight load: 256, 128 or 0 (no hint)
-#endif
 __device__ __forceinline__ int4 load_stream(const void* p) {  // read once: skip L1, long L2 fetches
     int4 v;
-#if GEMV_L2_HINT == 256
     asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.s32 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-#elif GEMV_L2_HINT == 128
-    asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.s32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-#else
-    asm volatile("ld.global.nc.L1::no_allocate.v4.s32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-#endif
     return v;
 }
 
@@ -277,12 +248,6 @@ gemv_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const 
                     const int4 v = has[nt] ? __ldg(reinterpret_cast<const int4*>(xr[nt] + kb * KB) + i) : make_int4(0, 0, 0, 0);
                     pair_x(reinterpret_cast<const uint32_t*>(&v), xb[nt] + 4 * i);
                 }
-#if GEMV_LOADS_ONLY  // experiment: the same loads, no conversion or mma (the load structure's own ceiling)
-#pragma unroll
-            for (int r = 0; r < R; ++r)
-                acc[r][0][0] += __int_as_float((wv[0][r][0].x ^ wv[0][r][1].w) & 0x3fffffff) + __uint_as_float(xb[0][0] & 0x3fffffff);
-            if (false)
-#endif
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 uint32_t w[2][16];
@@ -343,7 +308,7 @@ static void launch_gemv_r(const __half* x, const int32_t* Wq, const __half* scal
         // for 264 blocks): one generation of blocks, each computing every gridDim.x-th unit, with the next unit's
         // first loads in flight while it sums a unit. 4-5% faster there; where one generation holds every unit,
         // the same code was 0-2% slower than a block per unit (NOTES.md), so that launch stays.
-        constexpr bool P = GEMV_PERSIST && TILES;
+        constexpr bool P = TILES;
         static int fit = 0;
         if (P && !fit) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, gemv_kernel<SYM, R, 1, TILES, P>, THREADS, 0);
         if (P && fit > 0 && grid.x > (unsigned)(fit * sms)) {
@@ -361,7 +326,7 @@ static void launch_gemv(const __half* x, const int32_t* Wq, const __half* scales
     // each block reads all of x's 16 rows, so half the blocks read half the x (N = 4096, K = 14336: 4% faster).
     static int sms = 0;
     if (!sms) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-    if (GEMV_R == 2 || (GEMV_R == 0 && ((N + 31) / 32 >= sms || (TILES && M > 8))))
+    if ((N + 31) / 32 >= sms || (TILES && M > 8))
         launch_gemv_r<SYM, 2, TILES>(x, Wq, scales, zeros, y, M, N, K, sms, stream);
     else launch_gemv_r<SYM, 1, TILES>(x, Wq, scales, zeros, y, M, N, K, sms, stream);
 }
@@ -385,12 +350,8 @@ template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile(
 // piece p of row r is stored at p ^ (p / 8 % 2) ^ 2·(r % 2), and the 8 lanes of each quarter-warp read 8
 // different 16-byte bank groups.
 // Split-K as in lesson 06 when the tiles cannot fill the SMs.
-#ifndef TILE_STAGES
-#define TILE_STAGES 4  // cp.async ring depth for the 32- and 64-token tiles (the 128-token tile: 3)
-#endif
-#ifndef TILE_SPLIT_BLOCKS
-#define TILE_SPLIT_BLOCKS 2  // blocks per SM a wave counts (at most what fits)
-#endif
+constexpr int TILE_STAGES = 4;  // cp.async ring depth for the 32- and 64-token tiles (the 128-token tile: 3)
+constexpr int TILE_SPLIT_BLOCKS = 2;  // blocks per SM a wave counts (at most what fits)
 constexpr int TBN = 128, TWN = 4;  // outputs per block tile, warps across them
 __device__ __forceinline__ int x_slot(int r, int p) { return p ^ ((p >> 3) & 1) ^ ((r & 1) << 1); }
 __device__ __forceinline__ void cp_async16_zfill(void* smem, const void* gmem, bool valid) {
@@ -653,9 +614,7 @@ static void launch_tiled(const __half* x, const int32_t* Wq, const __half* scale
     else launch_tiled_cfg<SYM, 128, 2, 3>(x, Wq, scales, zeros, y, M, N, K, stream);
 }
 
-#ifndef LINEAR_GEMV_MAX_M
-#define LINEAR_GEMV_MAX_M 16  // linear_w4a16: the GEMV up to this M, the tiled kernel past it
-#endif
+constexpr int LINEAR_GEMV_MAX_M = 16;  // linear_w4a16: the GEMV up to this M, the tiled kernel past it
 
 // Dequantize (symmetric): W[n, k] = q[n, k] · scale[n, k / 128]; a thread per packed word (8 weights: 4 bytes
 // in, 16 out), so a warp reads 128 and writes 512 consecutive bytes. dequant8, then the pairs (w0,w4) (w1,w5)
@@ -729,6 +688,9 @@ EXPORT void linear_w4a16_asym(const __half* x, const int32_t* q, const __half* s
 EXPORT void dequant_w4(const int32_t* q, const __half* scales, __half* W, int N, int K, cudaStream_t stream) {
     if (K % GROUP || !aligned16(q) || !aligned16(W)) return;
     const size_t words = (size_t)N * K / 8;
-    const int blocks = (int)((words + 255) / 256 < 132 * 16 ? (words + 255) / 256 : 132 * 16);
+    static int sms = 0;  // a grid-stride loop: at most 16 blocks per SM
+    if (!sms) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    const size_t cap = (size_t)sms * 16;
+    const int blocks = (int)((words + 255) / 256 < cap ? (words + 255) / 256 : cap);
     if (blocks) dequant_w4_kernel<<<blocks, 256, 0, stream>>>(q, scales, W, N, K);
 }

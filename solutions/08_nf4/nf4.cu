@@ -221,25 +221,9 @@ __global__ void __launch_bounds__(THREADS) dequant_pairs_kernel(const uint32_t* 
 // The scale comes after the mma, as in lesson 07, but an absmax covers only 64 weights, and the four lanes t of
 // an mma step must share it: so lane t takes 8 bytes (16 weights) of each of the item's two blocks, mma steps
 // 0-3 cover block 0 and 4-7 block 1, each into its own accumulators, multiplied by that block's absmax.
-#ifndef NF4_WARPS
-#define NF4_WARPS 8
-#endif
-#ifndef NF4_R
-#define NF4_R 0  // m16 tiles of outputs per block: 1, 2, or 0 (2 when N / 32 fills the SMs)
-#endif
-#ifndef NF4_MIN_BLOCKS
-#define NF4_MIN_BLOCKS 2
-#endif
-#ifndef NF4_MIN_BLOCKS_1
-#define NF4_MIN_BLOCKS_1 3  // the 16 × 8 tile (76 registers): three blocks per SM (NOTES.md)
-#endif
-#ifndef NF4_LOAD_BRANCH
-#define NF4_LOAD_BRANCH 2  // how the K loop guards its weight loads: 0 each load predicated, 1 all under one branch,
-#endif                     // 2 one branch for the 16 × 8 tile on tiles only (the faster of the two each, NOTES.md)
-#ifndef NF4_SPREAD
-#define NF4_SPREAD 1  // 1: one copy of the pair table per bank (32 KB), so lanes never conflict; 0: one table
-#endif
-constexpr int NWARPS = NF4_WARPS, NTHREADS = 32 * NWARPS;
+constexpr int NF4_MIN_BLOCKS = 2;
+constexpr int NF4_MIN_BLOCKS_1 = 3;  // the 16 × 8 tile (76 registers): three blocks per SM (NOTES.md)
+constexpr int NWARPS = 8, NTHREADS = 32 * NWARPS;
 
 __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
@@ -253,11 +237,11 @@ __device__ __forceinline__ uint2 load_stream8(const void* p) {  // read once: sk
 }
 
 // 8 packed bytes → 8 words of (value, value) pairs through the table (unscaled codebook values). `col` is the
-// shared-memory address of this lane's column of the table (entry b at col + 128·b; one table: entry b at col + 4·b).
+// shared-memory address of this lane's column of the table (entry b at col + 128·b).
 // Written as `pairs[byte * 32 + lane]`, the compiler rebuilt every address from the byte and the lane: four
 // instructions before each load where an extract and one multiply-add suffice (NOTES.md).
 __device__ __forceinline__ void lookup16(uint2 v, uint32_t col, uint32_t (&w)[8]) {
-    constexpr uint32_t STRIDE = NF4_SPREAD ? 32 * 4 : 4;
+    constexpr uint32_t STRIDE = 32 * 4;  // one copy of the table per bank: lanes never conflict
 #pragma unroll
     for (int b = 0; b < 8; ++b) {
         const uint32_t byte = __byte_perm(b < 4 ? v.x : v.y, 0u, 0x4440u | (b % 4));
@@ -298,7 +282,6 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
         for (int i = threadIdx.x; i < 256; i += NTHREADS) code[i] = dq.code[i];
     const float offset = DQ ? __ldg(dq.offset) : 0.f;
     build_pairs(table, cb);
-#if NF4_SPREAD
     // 32 lanes looking up random bytes in one 1 KB table meet in the same banks (3.5 of 3.7 shared wavefronts
     // in the dequantize kernel were conflicts): a copy per bank, entry b of lane l at word 32b + l, and every
     // lane reads its own bank. 32 KB per block; 1.3x faster here (NOTES.md).
@@ -308,10 +291,7 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
         reinterpret_cast<uint4*>(pairs)[i] = make_uint4(v, v, v, v);
     }
     __syncthreads();
-#else
-    const uint32_t* pairs = table;
-#endif
-    const uint32_t col = (uint32_t)__cvta_generic_to_shared(pairs) + (NF4_SPREAD ? threadIdx.x % 32 * 4 : 0);
+    const uint32_t col = (uint32_t)__cvta_generic_to_shared(pairs) + threadIdx.x % 32 * 4;
     __shared__ float red[PERSIST ? 2 : 1][NWARPS][R][NT][32][4];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int m0 = blockIdx.y * 8 * NT, items = K / 128, blocks = K / 64, units = (N + 16 * R - 1) / (16 * R);
@@ -356,7 +336,7 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
     // loop, but with five-instruction lookups that was 10% faster with one `if` for the 16 × 8 tile on tiles (N 4096,
     // K 14336: 16.9 → 15.1 µs; now within 1%) and is up to 16% faster with one per load on bitsandbytes' layout
     // (NOTES.md).
-    constexpr bool ONE_BRANCH = NF4_LOAD_BRANCH == 1 || (NF4_LOAD_BRANCH == 2 && TILES && R * NT == 1);
+    constexpr bool ONE_BRANCH = TILES && R * NT == 1;
     auto load = [&](int slot, int it) {
         if (ONE_BRANCH && it >= items) return;
 #pragma unroll
@@ -449,14 +429,8 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
         for (int u = blockIdx.x, buf = 0; u < units; u += gridDim.x, buf ^= 1) unit(u, buf);
 }
 
-#ifndef NF4_PDL_SPREAD
-#define NF4_PDL_SPREAD 1  // 0: no extra shared-memory request under PDL (the comparison in NOTES.md)
-#endif
-#ifndef NF4_PERSIST
-#define NF4_PERSIST 1  // on tiles at M <= 8, where the units outnumber the blocks that fit: one generation of
-#endif                 // blocks, each looping over units (0: a block per unit everywhere)
 
-constexpr int NF4_SMEM = NF4_SPREAD ? 256 * 32 * 4 : 0;  // the dynamic shared memory a block needs: its table
+constexpr int NF4_SMEM = 256 * 32 * 4;  // the dynamic shared memory a block needs: its table
 
 // Lets a GEMV kernel ask for up to half an SM's shared memory (the PDL request below), then returns how many of its
 // blocks fit on an SM. In that order: under the 48 KB default, a kernel whose static shared memory and table pass
@@ -488,7 +462,7 @@ static void launch_nf4_kernel(dim3 grid, const __half* x, const uint8_t* Wq, con
         fit = prepare_nf4_kernel<R, NT, TILES, PERSIST, DQ>();
     }
     const int share = (grid.x * grid.y + sms - 1) / sms;
-    const size_t spread = g_pdl && NF4_PDL_SPREAD && share < fit ? sm_smem / (share + 1) + 1 : 0;  // share + 1 do not fit
+    const size_t spread = g_pdl && share < fit ? sm_smem / (share + 1) + 1 : 0;  // share + 1 do not fit
     launch_pdl(kernel, grid, NTHREADS, spread > SMEM ? spread : SMEM, stream, x, Wq, absmax, dq, cb, y, M, N, K);
 }
 
@@ -499,7 +473,7 @@ static void launch_nf4(const __half* x, const uint8_t* Wq, const float* absmax, 
     // On tiles at M <= 8, where the units outnumber the blocks that fit at once (N 14336, K 4096: 896 units of 16
     // outputs for 396 blocks): one generation of blocks, each filling its table once and computing every
     // gridDim.x-th unit, the next unit's first loads in flight while it sums a unit (lesson 07's rule, NOTES.md).
-    constexpr bool P = NF4_PERSIST && TILES && NT == 1;
+    constexpr bool P = TILES && NT == 1;
     static int sms = 0, fit = 0;
     if (P && !sms) {
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
@@ -559,9 +533,9 @@ static void launch_gemv(const __half* x, const uint8_t* packed, const float* abs
     if (!sms) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
     // 32 outputs per block if that fills the SMs; up to 8 tokens, only if each warp also gets 8 K items or more: at
     // N = 14336, K = 4096 (4 items a warp) 16-output blocks, three per SM, take 22.1 µs against 24.0 (NOTES.md).
-    const bool wide = NF4_R == 2 || (NF4_R == 0 && (N + 31) / 32 >= sms);
+    const bool wide = (N + 31) / 32 >= sms;
     const bool long_k = K / 128 >= 8 * NWARPS;
-    if (M <= 8) (wide && (long_k || NF4_R == 2) ? launch_nf4<2, 1, TILES, DQ> : launch_nf4<1, 1, TILES, DQ>)(x, packed, absmax, dq, codebook, y, M, N, K, stream);
+    if (M <= 8) (wide && long_k ? launch_nf4<2, 1, TILES, DQ> : launch_nf4<1, 1, TILES, DQ>)(x, packed, absmax, dq, codebook, y, M, N, K, stream);
     else (wide ? launch_nf4<2, 2, TILES, DQ> : launch_nf4<1, 2, TILES, DQ>)(x, packed, absmax, dq, codebook, y, M, N, K, stream);
 }
 

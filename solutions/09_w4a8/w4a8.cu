@@ -138,30 +138,15 @@ __device__ __forceinline__ float finish(int acc, int xsum_m, float sx_m, float s
 // read pieces 2t (then 2t+1) of two 128-byte rows, which would be the same four bank groups; odd rows store
 // piece p at p ^ 1.
 // Split-K (lesson 06's): when the tiles cannot fill the SMs, gridDim.z blocks share a tile's K range.
-#ifndef TILE_STAGES
-#define TILE_STAGES 4  // cp.async ring depth
-#endif
-#ifndef TILE_SPLIT_COST
-#define TILE_SPLIT_COST 4  // what a block costs besides its K tiles, in K tiles (choosing the split)
-#endif
-#ifndef TILE_MIN_BLOCKS
-#define TILE_MIN_BLOCKS 1  // blocks per SM the 4-warp tiles must fit (caps their registers)
-#endif
-#ifndef TILE_SPLIT_BLOCKS
-#define TILE_SPLIT_BLOCKS 2  // blocks per SM a wave counts (at most what fits)
-#endif
+constexpr int TILE_STAGES = 4;  // cp.async ring depth
+constexpr int TILE_SPLIT_COST = 4;  // what a block costs besides its K tiles, in K tiles (choosing the split)
+constexpr int TILE_MIN_BLOCKS = 1;  // blocks per SM the 4-warp tiles must fit (caps their registers)
+constexpr int TILE_SPLIT_BLOCKS = 2;  // blocks per SM a wave counts (at most what fits)
 constexpr int TBN = 128, TWN = 4;  // outputs per block tile, warps across them
 
-#ifndef TILE_L2_PREFETCH
-#define TILE_L2_PREFETCH 256  // bytes L2 fetches around each weight copy: 256 or 0 (no hint)
-#endif
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {  // weights, read once
     const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
-#if TILE_L2_PREFETCH == 256
     asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-#else
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-#endif
 }
 __device__ __forceinline__ void cp_async16_zfill(void* smem, const void* gmem, bool valid) {
     const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);

@@ -47,15 +47,10 @@ static void launch_pdl(void (*kernel)(P...), dim3 grid, int threads, size_t smem
 
 constexpr int HD = 128;        // head dimension: a warp holds one head, 4 values per lane (one 8-byte load)
 constexpr int ATT_WARPS = 8;   // warps per (sequence, q head): each takes every 8th cached position
-#ifndef ATT_UNROLL_N
-#define ATT_UNROLL_N 4
-#endif
-constexpr int ATT_UNROLL = ATT_UNROLL_N;  // cached positions a warp loads before it computes on them (loads in flight)
+constexpr int ATT_UNROLL = 4;  // cached positions a warp loads before it computes on them (loads in flight)
 // Grouping q heads saves loads but gives each block G times the work per row it reads: below this many bytes of
 // cache per call, where the kernel is latency-bound, one head per block was faster on the H100 (NOTES.md).
-#ifndef ATT_GROUP_MIN_BYTES
-#define ATT_GROUP_MIN_BYTES (12u << 20)
-#endif
+constexpr unsigned ATT_GROUP_MIN_BYTES = 12u << 20;
 constexpr float LOG2E = 1.4426950408889634f;
 
 __device__ __forceinline__ float warp_sum(float v) {
