@@ -2,13 +2,16 @@
 Tests, the ladder runner and the notebooks all read this one table."""
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
 
+from . import build
 from .problems import (AddRMSNorm, DecodeAttention, DequantNF4, DequantW4, DequantW8, GemvLinear, Linear, NF4Linear,
                        NF4TilesDQLinear, NF4TilesLinear, ScaleAdd, SiluMul, W4A8Linear, W4A16FragLinear, W4A16Linear,
-                       W4A16MarlinLinear, W4A16TilesLinear, W8A8Linear, W8A16Linear, W8A16TilesLinear)
+                       W4A16TilesLinear, W8A8Linear, W8A16Linear, W8A16TilesLinear)
+from .problems import Shapes, shape_of
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,9 @@ class Kernel:
     exercises: tuple[str, ...]  # exercise ids this launcher needs
     label: str  # how tables name it
     stub_check: str = "check"  # how the exercise version is shown wrong: "check" (values) or a sanitizer tool
+    # False: a lesson's fast kernel, kept in solutions/ only (no exercise, no file in kernels/); op() and the
+    # stub tools then take the solution, the only version there is.
+    stub: bool = True
 
 
 FP32 = Linear()
@@ -41,7 +47,6 @@ NF4_TILES = NF4TilesLinear()
 NF4_TILES_DQ = NF4TilesDQLinear()
 W4A8 = W4A8Linear()
 W4A16_FRAG = W4A16FragLinear()
-W4A16_MARLIN = W4A16MarlinLinear()  # the baseline's problem (harness.marlin)
 ADD_RMSNORM = AddRMSNorm()
 ATTENTION = DecodeAttention()
 SILU_MUL = SiluMul()
@@ -53,9 +58,15 @@ KERNELS = [
     Kernel(2, "tiled_gemm", "gemm_tiled_conflicts", FP32, ("02.a",), "02 smem tiled, bank conflicts"),
     Kernel(2, "tiled_gemm", "gemm_tiled", FP32, ("02.a",), "02 smem tiled, padded"),
     Kernel(2, "race_demo", "gemm_tiled_race", FP32, ("02.b",), "02 planted race (16x16)", "racecheck"),
-    Kernel(3, "regtile_gemm", "gemm_regtile", FP32, ("03.a",), "03 8x8 register tile, float4"),
-    Kernel(3, "regtile_gemm", "gemm_regtile_db", FP32, ("03.a",), "03 + double buffering"),
-    Kernel(3, "regtile_gemm", "gemm_regtile_wide", FP32, ("03.a",), "03 8x16 tile, BK 16"),
+    # Lesson 03's ladder, one step per launcher; the 1-D step is read, not written. regtile_fast.cu is the
+    # lesson's fast kernel: solutions/ only (stub=False), so kernels/ has no counterpart of it by design.
+    Kernel(3, "regtile_gemm", "gemm_regtile_1d", FP32, (), "03.1 1-D register tile (8x1)"),
+    Kernel(3, "regtile_gemm", "gemm_regtile_2d", FP32, ("03.a",), "03.2 2-D register tile (8x8)"),
+    Kernel(3, "regtile_gemm", "gemm_regtile_vec", FP32, ("03.a", "03.b"), "03.3 + 128-bit global loads"),
+    Kernel(3, "regtile_gemm", "gemm_regtile_warp", FP32, ("03.a", "03.b"), "03.4 + warp tiling"),
+    Kernel(3, "regtile_gemm", "gemm_regtile_db", FP32, ("03.a", "03.b", "03.c"), "03.5 + double buffering"),
+    Kernel(3, "regtile_fast", "gemm_regtile_wide_bk8", FP32, (), "03 8x16 tile, BK 8", stub=False),
+    Kernel(3, "regtile_fast", "gemm_regtile_wide", FP32, (), "03 8x16 tile, BK 16", stub=False),
     Kernel(4, "tc_gemm", "gemm_wmma_f16", FP16, ("04.a",), "04 WMMA FP16"),
     Kernel(4, "tc_gemm", "gemm_wmma_s8", INT8, ("04.a",), "04 WMMA INT8"),
     Kernel(4, "tc_gemm", "gemm_mma_f16", FP16, ("04.b",), "04 mma.sync FP16"),
@@ -106,8 +117,59 @@ def kernels(lesson: int | None = None) -> list[Kernel]:
     return [k for k in KERNELS if lesson is None or k.lesson == int(lesson)]
 
 
+def solution_only() -> set[tuple[int, str]]:
+    """(lesson, file stem) of the kernel files that live in solutions/ only (stub=False)."""
+    return {(k.lesson, k.file) for k in KERNELS if not k.stub}
+
+
+# The shapes each kernel takes, by its problem's name (a launcher stricter than its problem would get an entry of its
+# own in SHAPES_BY_LAUNCHER). Anything else is refused before any launch (problems.ShapeError); every shape these
+# allow is computed right, down to 1 (tests/test_shape_sweep.py sweeps them on the GPU).
+_MNK = ("M", "N", "K")
+_GROUP = (("K", "one scale per 128 weights along K: pad K with zero weights"),)
+SHAPES = {
+    "scale_add": Shapes(("n",)),
+    "linear": Shapes(_MNK), "linear_f16": Shapes(_MNK), "linear_s8": Shapes(_MNK),
+    "gemv_f16": Shapes(_MNK, (("K", 64),), why=(("K", "the GEMV reads W in 64-wide blocks along K"),)),
+    "w8a16": Shapes(_MNK, (("K", 128),), why=_GROUP), "w8a16_tiles": Shapes(_MNK, (("K", 128),), why=_GROUP),
+    "dequant_w8": Shapes(("N", "K"), (("K", 128),), why=_GROUP),
+    "w8a8": Shapes(_MNK, (("K", 128),), why=(("K", "the INT8 GEMM reads K in 128-wide tiles"),)),
+    **{name: Shapes(_MNK, (("K", 128),), why=_GROUP)
+       for name in ("w4a16", "w4a16_asym", "w4a16_tiles", "w4a16_tiles_asym", "w4a16_frag")},
+    "dequant_w4": Shapes(("N", "K"), (("K", 128),), why=_GROUP),
+    "dequant_nf4": Shapes(("N", "K"), (("K", 64),), why=(("K", "one absmax per 64 weights, not crossing a row"),)),
+    **{name: Shapes(_MNK, (("K", 128),), why=(("K", "the fused NF4 kernels read 128 weights at a time"),))
+       for name in ("nf4_linear", "nf4_tiles", "nf4_tiles_dq")},
+    "w4a8": Shapes(_MNK, (("K", 128),), (("K", 65536),),
+                   why=(("K", "one integer scale per 128 weights; past 65536 the INT32 accumulator could overflow"),)),
+    "add_rmsnorm": Shapes(("M", "H"), (("H", 8),), why=(("H", "each thread moves 16 bytes"),)),
+    "silu_mul": Shapes(("M", "I"), (("I", 8),), why=(("I", "each thread moves 16 bytes"),)),
+    "decode_attention": Shapes(("B", "ctx", "heads", "kv_heads"), divides=(("kv_heads", "heads"),),
+                               why=(("heads", "grouped-query attention: each kv head serves the same number of q heads"),)),
+}
+SHAPES_BY_LAUNCHER: dict[str, Shapes] = {}
+
+
+def shapes(k: Kernel) -> Shapes:
+    """The shapes kernel `k` takes."""
+    return SHAPES_BY_LAUNCHER.get(k.launcher) or SHAPES[k.problem.name]
+
+
+def constrained(problem, bound, rules: Shapes):
+    """`bound` (a problem's op) refusing, before anything else, a shape outside `rules` with a ShapeError."""
+    def op(*args, **kwargs):
+        shape = shape_of(problem, args)
+        if shape is not None:
+            rules.refuse(shape, op.__name__)
+        return bound(*args, **kwargs)
+
+    op.__name__ = bound.__name__
+    op.__signature__ = inspect.signature(bound)  # check names the inputs from it
+    return op
+
+
 def op(k: Kernel, solution: bool | None = None):
-    """Compile (or reuse) the kernel's file and return its launcher bound to its problem."""
-    from . import build
-    mod = build.load(k.lesson, k.file, solution=solution)
-    return k.problem.bind(getattr(mod, k.launcher), k.label)
+    """Compile (or reuse) the kernel's file and return its launcher bound to its problem, refusing shapes outside
+    shapes(k)."""
+    mod = build.load(k.lesson, k.file, solution=True if not k.stub else solution)
+    return constrained(k.problem, k.problem.bind(getattr(mod, k.launcher), k.label), shapes(k))

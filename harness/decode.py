@@ -24,12 +24,16 @@ model must agree with: the CPU tests check the plumbing (cache, positions, group
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 from dataclasses import dataclass, replace
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
-from . import quant
+from . import build, catalog, quant, roofline
+from .baselines import bnb, marlin
+from .decode_math import apply_rope, attention_reference, rms_norm, rope_table  # noqa: F401 (also harness.decode's)
 
 
 @dataclass(frozen=True)
@@ -73,50 +77,7 @@ TINY = Config(hidden=256, intermediate=384, n_heads=2, n_kv_heads=1, n_layers=2,
 
 
 # ----------------------------------------------------------------------------------------------
-# The math of the small ops, in any float dtype: the reference of the lesson's kernels (float64) and the
-# PyTorch implementation of the model's ops (CPU tests, the "PyTorch ops" baseline).
-
-def rope_table(max_seq: int, head_dim: int = 128, theta: float = 500000.0, device=None) -> torch.Tensor:
-    """fp32 [max_seq, head_dim/2, 2]: (cos, sin) of position · θ^(−2i/head_dim), computed in float64."""
-    inv = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-    ang = torch.arange(max_seq, dtype=torch.float64)[:, None] * inv[None, :]
-    return torch.stack([ang.cos(), ang.sin()], dim=-1).float().to(device)
-
-
-def apply_rope(x: torch.Tensor, cs: torch.Tensor) -> torch.Tensor:
-    """Rotate-half RoPE (dimension i pairs with i + d/2, Hugging Face's Llama convention). x [..., d], cs [..., d/2, 2]
-    broadcastable, in x's dtype."""
-    d = x.shape[-1] // 2
-    c, s = cs[..., 0].to(x.dtype), cs[..., 1].to(x.dtype)
-    a, b = x[..., :d], x[..., d:]
-    return torch.cat([a * c - b * s, b * c + a * s], dim=-1)
-
-
-def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * w
-
-
-def attention_reference(qkv, k_cache, v_cache, pos, rope, compute=torch.float32) -> torch.Tensor:
-    """One decode step of the attention kernel, in `compute` precision: q and k roped at their positions, the new
-    k and v rounded to the cache's dtype, keys 0 … pos (cache rows below pos, then the new one). Reads the cache,
-    never writes it. Returns [B, n_heads·hd] in `compute`."""
-    B, nkv, _, hd = k_cache.shape
-    nh = qkv.shape[1] // hd - 2 * nkv
-    heads = qkv.to(compute).view(B, nh + 2 * nkv, hd)
-    out = torch.empty(B, nh, hd, dtype=compute, device=qkv.device)
-    for b in range(B):
-        p = int(pos[b])
-        cs = rope[p].to(qkv.device)
-        q = apply_rope(heads[b, :nh], cs.to(compute))
-        k = apply_rope(heads[b, nh:nh + nkv], cs.to(compute)).to(k_cache.dtype).to(compute)
-        v = heads[b, nh + nkv:].to(v_cache.dtype).to(compute)
-        keys = torch.cat([k_cache[b, :, :p].to(compute), k[:, None]], dim=1)  # [nkv, p + 1, hd]
-        vals = torch.cat([v_cache[b, :, :p].to(compute), v[:, None]], dim=1)
-        g = nh // nkv
-        s = torch.einsum("hd,htd->ht", q, keys.repeat_interleave(g, dim=0)) / math.sqrt(hd)
-        out[b] = torch.einsum("ht,htd->hd", torch.softmax(s, dim=-1), vals.repeat_interleave(g, dim=0))
-    return out.reshape(B, nh * hd)
-
+# The model's small ops: PyTorch's (the math of harness.decode_math) or the lesson's kernels
 
 @dataclass
 class Ops:
@@ -166,7 +127,6 @@ def torch_ops(eps: float = 1e-5) -> Ops:
 
 def cuda_ops(solution: bool | None = None) -> Ops:
     """The lesson's kernels (kernels/11_decode/decode_ops.cu, or solutions/ with solution=True)."""
-    from . import build, catalog
     mod = build.load(11, "decode_ops", solution=solution)
     return Ops(catalog.ADD_RMSNORM.bind(mod.add_rmsnorm, "add_rmsnorm"),
                catalog.ATTENTION.bind(mod.decode_attention, "decode_attention"),
@@ -213,7 +173,6 @@ def _by_rows(W: torch.Tensor, fn, max_elems: int = 1 << 25) -> list:
 
 def _kernel_op(lesson: int, launcher: str, solution):
     """The launcher bound to its problem, and its compiled kernel file (for set_pdl)."""
-    from . import build, catalog
     k = next(k for k in catalog.kernels(lesson) if k.launcher == launcher)
     return catalog.op(k, solution=solution), build.load(k.lesson, k.file, solution=solution)
 
@@ -360,7 +319,7 @@ class NF4DQLayer(NF4Layer):
 
 
 class MarlinLayer:
-    """A baseline, not course code: the same symmetric INT4 group-128 weights in Marlin's layout (harness.marlin), run
+    """A baseline, not course code: the same symmetric INT4 group-128 weights in Marlin's layout (harness.baselines.marlin), run
     by Marlin, the kernel vLLM serves 4-bit models with. Marlin needs N a multiple of 256: other N are padded with zero
     rows and the step copies the real outputs out of a buffer (Llama-3-8B's layers need no padding). Launched
     without PDL, as cuBLAS is."""
@@ -368,7 +327,6 @@ class MarlinLayer:
     module = None
 
     def __init__(self, W, solution=None):
-        from . import catalog, marlin
         self.n, self.k = W.shape
         parts = _by_rows(W, lambda w: quant.quantize_int4(w, 128))
         pad = -self.n % marlin.N_MULTIPLE
@@ -385,7 +343,7 @@ class MarlinLayer:
                                      torch.cat([b.zero for b in blocks], 1),
                                      torch.zeros(n // 128 * 16, dtype=torch.int32, device=W.device), self.source, n,
                                      self.k)
-        self.op = catalog.W4A16_MARLIN.bind(marlin.load().marlin_w4a16, "marlin")
+        self.op = marlin.op()
         self.buf = None
 
     def __call__(self, x, out):
@@ -407,23 +365,23 @@ class MarlinLayer:
 
 class BnbNF4Layer:
     """A baseline, not course code: the same NF4 weights as NF4Layer (block 64, bitsandbytes' own bytes), row-major as
-    bitsandbytes keeps them, run by `bitsandbytes.matmul_4bit` as a `Linear4bit` layer runs at inference (harness.bnb;
-    which of its kernels runs, or whether it dequantizes and calls cuBLAS, is the library's choice per shape and GPU).
+    bitsandbytes keeps them, run by `bitsandbytes.matmul_4bit` as a `Linear4bit` layer runs at inference
+    (harness.baselines.bnb; which of its kernels runs, or whether it dequantizes and calls cuBLAS, is the library's
+    choice per shape and GPU).
     It returns a new tensor, as a layer does: the step reads each layer's result where the layer put it, so no copy
     into the step's buffer is timed. Launched without PDL."""
 
     module = None
 
     def __init__(self, W, solution=None):
-        from . import bnb
         parts = _by_rows(W, lambda w: quant.quantize_nf4(w, 64))
         self.n, self.k = W.shape
         self.w = quant.NF4Weight(torch.cat([p.packed for p in parts]), torch.cat([p.absmax for p in parts]),
                                  (self.n, self.k), 64)
-        self.bnb, self.state = bnb, bnb.state(self.w)  # made once, as a Linear4bit holds its quant_state
+        self.state = bnb.state(self.w)  # made once, as a Linear4bit holds its quant_state
 
     def __call__(self, x, out):
-        return self.bnb.linear(x, self.w, st=self.state)
+        return bnb.linear(x, self.w, st=self.state)
 
     def nbytes(self):
         return self.w.packed.numel() + self.w.absmax.numel() * 4
@@ -793,7 +751,6 @@ def kernel_breakdown(model: DecodeModel, batch: int, ctx: int, steps: int = 4) -
     """GPU time per step by kind of kernel (the linear layers, attention, add + RMSNorm, SiLU · up, the rest), in µs,
     from the PyTorch profiler over `steps` replays of the step's CUDA graph: kernel durations only, no gaps. Captured
     without PDL: a kernel launched early would count the time it waits for the one before it."""
-    from torch.profiler import ProfilerActivity, profile
     model.cache.normal_()
     with model.without_pdl():
         g = DecodeGraph(model, batch)
@@ -824,8 +781,6 @@ def run_benchmark(cfg: Config, formats=tuple(FORMATS), batches=(1, 4, 16), ctx: 
     (accuracy) the logits of 2 sequences × 32 teacher-forced tokens against the FP16 model and against the FP16
     model of the format's own dequantized weights, and (with PDL) against the same model without PDL, which must
     give the same bits. Returns (speed rows, accuracy rows)."""
-    import gc
-    from . import roofline
     w = random_weights(cfg, seed=seed)
     tokens = torch.randint(0, cfg.vocab, (2, 32), device="cuda", generator=torch.Generator("cuda").manual_seed(seed + 1))
     copy = roofline.ceilings()["copy_GBps"]

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
+from . import decode_math, quant
+
 DTYPE_BYTES = {torch.float32: 4, torch.float16: 2, torch.bfloat16: 2, torch.int8: 1, torch.int32: 4}
 
 
@@ -18,6 +20,51 @@ def _need_2d(t, what, name):
         raise TypeError(f"{name}: {what} must be a torch.Tensor, got {type(t).__name__}")
     if t.dim() != 2:
         raise ValueError(f"{name}: {what} must be 2-D, got shape {tuple(t.shape)}")
+
+
+class ShapeError(ValueError):
+    """A shape outside those a kernel takes (catalog.SHAPES), refused before any launch."""
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """The shapes a kernel takes, in the problem's shape tuple (`dims` names its entries): every dim ≥ 0, each of
+    `multiple_of` (dim, m) a multiple of m, each of `at_most` (dim, n) at most n, each of `divides` (a, b): dim a
+    divides dim b. `why` says, per dim, where the rule comes from (shown in the error)."""
+    dims: tuple
+    multiple_of: tuple = ()
+    at_most: tuple = ()
+    divides: tuple = ()
+    why: tuple = ()  # (dim, reason)
+
+    def violations(self, shape) -> list[str]:
+        if len(shape) != len(self.dims):
+            return [f"a shape has {len(self.dims)} entries ({', '.join(self.dims)}), got {tuple(shape)}"]
+        d = dict(zip(self.dims, shape))
+        why = dict(self.why)
+        out = [f"{k} = {v} is negative" for k, v in d.items() if v < 0]
+        out += [f"{k} = {d[k]} is not a multiple of {m}" + (f" ({why[k]})" if k in why else "")
+                for k, m in self.multiple_of if d[k] % m]
+        out += [f"{k} = {d[k]} is more than {n}" + (f" ({why[k]})" if k in why else "")
+                for k, n in self.at_most if d[k] > n]
+        out += [f"{b} = {d[b]} is not a multiple of {a} = {d[a]}" + (f" ({why[b]})" if b in why else "")
+                for a, b in self.divides if d[a] and d[b] % d[a]]
+        return out
+
+    def accepts(self, shape) -> bool:
+        return not self.violations(shape)
+
+    def refuse(self, shape, name: str):
+        """Raise ShapeError naming every rule `shape` breaks."""
+        bad = self.violations(shape)
+        if bad:
+            raise ShapeError(f"{name}: {', '.join(f'{k}={v}' for k, v in zip(self.dims, shape))} is not a shape this "
+                             f"kernel takes: {'; '.join(bad)}. It takes {self}")
+
+    def __str__(self):
+        rules = [f"{k} % {m} == 0" for k, m in self.multiple_of] + [f"{k} ≤ {n}" for k, n in self.at_most] + \
+                [f"{b} % {a} == 0" for a, b in self.divides]
+        return ", ".join(rules) if rules else f"any {', '.join(self.dims)} ≥ 0"
 
 
 @dataclass
@@ -198,6 +245,12 @@ class GemvLinear(Linear):
         return op
 
 
+def _scratch(shape, dtype, device, zero=False, name="scratch"):
+    """Memory a launcher writes besides its output; while a check runs, inside guard bands it looks at."""
+    from .check import scratch
+    return scratch(shape, dtype, device, zero=zero, name=name)
+
+
 def _need(t, dtype, shape, what, name):
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name}: {what} must be a torch.Tensor, got {type(t).__name__}")
@@ -285,7 +338,6 @@ class W8A16Linear(Linear):
         return 2 * M * K + N * K + 2 * N * (K // self.group) + 2 * M * N
 
     def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
-        from . import quant
         M, N, K = shape
         x = torch.randn(M, K, generator=gen, device=device).half()
         W = torch.randn(N, K, generator=gen, device=device) / K ** 0.5
@@ -330,12 +382,10 @@ class W8A16TilesLinear(_Repacked, W8A16Linear):
     name: str = "w8a16_tiles"
 
     def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
-        from . import quant
         x, q, scale = W8A16Linear.make_inputs(self, shape, gen, device)
         return x, quant.to_tiles(quant.Int8Weight(q, scale, self.group))
 
     def bind(self, launcher, name: str | None = None):
-        from . import quant
         rows, kb = quant.TILE_ROWS, quant.TILE_K
         return _bind_repacked(self, launcher, name, "w8a16_tiles_op", quant.Int8Tiles,
                               "quant.to_tiles(quantize_int8(W, 128))", lambda w, K: [
@@ -362,7 +412,6 @@ class W4A16Linear(Linear):
         return 2 * M * K + N * K // 2 + (2 if self.symmetric else 3) * N * (K // self.group) + 2 * M * N
 
     def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
-        from . import quant
         M, N, K = shape
         x = torch.randn(M, K, generator=gen, device=device).half()
         W = torch.randn(N, K, generator=gen, device=device) / K ** 0.5
@@ -370,7 +419,6 @@ class W4A16Linear(Linear):
         return (x, qw.packed, qw.scale) if self.symmetric else (x, qw.packed, qw.scale, qw.zero)
 
     def reference(self, inputs):
-        from . import quant
         x, packed, scale, *zero = inputs
         W = quant.Int4Weight(packed, scale, self.group, zero[0] if zero else None).dequantize()
         return x.double() @ W.double().T
@@ -417,12 +465,10 @@ class W4A16TilesLinear(_Repacked, W4A16Linear):
     check_shapes: tuple = W4A16Linear.check_shapes + ((2, 4200, 256), (9, 4200, 384), (1, 9000, 256), (3, 20008, 1152))
 
     def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
-        from . import quant
         x, packed, scale, *zero = W4A16Linear.make_inputs(self, shape, gen, device)
         return x, quant.to_tiles(quant.Int4Weight(packed, scale, self.group, zero[0] if zero else None))
 
     def bind(self, launcher, name: str | None = None):
-        from . import quant
         rows, kb = quant.TILE_ROWS, quant.TILE_K4
 
         def tensors(w, K):
@@ -454,12 +500,10 @@ class W4A16FragLinear(_Repacked, W4A16Linear):
                                                       (29, 4100, 1024))
 
     def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
-        from . import quant
         x, packed, scale = W4A16Linear.make_inputs(self, shape, gen, device)
         return x, quant.to_fragments(quant.Int4Weight(packed, scale, self.group))
 
     def bind(self, launcher, name: str | None = None):
-        from . import quant
         rows = quant.FRAG_ROWS
         return _bind_repacked(self, launcher, name, "w4a16_frag_op", quant.Int4Fragments,
                               "quant.to_fragments(quantize_int4(W))", lambda w, K: [
@@ -467,31 +511,6 @@ class W4A16FragLinear(_Repacked, W4A16Linear):
                                    "w.packed (fragment order)"),
                                   (w.scale, torch.float16, (K // self.group, -(-w.n // rows) * rows),
                                    "w.scale (transposed, padded)")])
-
-
-@dataclass
-class W4A16MarlinLinear(_Repacked, W4A16Linear):
-    """The baseline's problem (harness.marlin): W4A16Linear's symmetric problem with the weights in Marlin's layout,
-    `op(x, w, out=None)` with w a marlin.MarlinWeight. Launcher: `fn(x, packed, scale, zero, locks, y, M, N, K)`
-    (tools/marlin_baseline.cu). Marlin takes N a multiple of 256 and K of 128, so the odd shapes are odd in M."""
-    name: str = "w4a16_marlin"
-    check_shapes: tuple = ((1, 256, 128), (2, 512, 384), (5, 768, 256), (16, 1024, 1152), (17, 256, 640),
-                           (31, 512, 256), (64, 768, 512), (100, 256, 384), (127, 512, 1024), (256, 1024, 256),
-                           (1, 4096, 4096))
-
-    def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
-        from . import marlin, quant
-        x, packed, scale = W4A16Linear.make_inputs(self, shape, gen, device)
-        return x, marlin.pack(quant.Int4Weight(packed, scale, self.group))
-
-    def bind(self, launcher, name: str | None = None):
-        from . import marlin
-        return _bind_repacked(self, launcher, name, "w4a16_marlin_op", marlin.MarlinWeight,
-                              "marlin.pack(quantize_int4(W))", lambda w, K: [
-                                  (w.packed, torch.int32, (K // 16, 2 * w.n), "w.packed (Marlin's layout)"),
-                                  (w.scale, torch.float16, (K // self.group, w.n), "w.scale (Marlin's order)"),
-                                  (w.zero, torch.float16, (K // self.group, w.n), "w.zero (−8 · scale)"),
-                                  (w.locks, torch.int32, (w.n // 128 * 16,), "w.locks")])
 
 
 @dataclass
@@ -581,14 +600,12 @@ class DequantNF4:
         return tuple(shape)
 
     def make_inputs(self, shape, gen=None, device="cuda"):
-        from . import quant
         N, K = shape
         W = torch.randn(N, K, generator=gen, device=device) / K ** 0.5
         w = quant.quantize_nf4(W, self.block)
         return w.packed.view(N, K // 2), w.absmax.view(N, K // self.block), quant.NF4.to(device)
 
     def reference(self, inputs):
-        from . import quant
         packed, absmax, _ = inputs
         N, K = packed.shape[0], packed.shape[1] * 2
         return quant.NF4Weight(packed.reshape(-1), absmax.reshape(-1), (N, K), self.block).dequantize().double()
@@ -677,13 +694,11 @@ class NF4TilesLinear(_Repacked, NF4Linear):
     check_shapes: tuple = NF4Linear.check_shapes + ((2, 4200, 1024), (9, 4200, 1024), (1, 9000, 256), (3, 20008, 1152))
 
     def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
-        from . import quant
         M, N, K = shape
         x, packed, absmax, _ = NF4Linear.make_inputs(self, shape, gen, device)
         return x, quant.to_tiles(quant.NF4Weight(packed.reshape(-1), absmax.reshape(-1), (N, K), self.block))
 
     def bind(self, launcher, name: str | None = None):
-        from . import quant
         rows = quant.TILE_ROWS
 
         def tensors(w, K):
@@ -709,14 +724,12 @@ class NF4TilesDQLinear(NF4TilesLinear):
         return 2 * M * K + N * K // 2 + N * K // self.block + 4 * -(-N * K // self.block // 256) + 4 + 2 * M * N
 
     def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
-        from . import quant
         M, N, K = shape
         x, packed, absmax, _ = NF4Linear.make_inputs(self, shape, gen, device)
         return x, quant.to_tiles(quant.double_quantize(quant.NF4Weight(packed.reshape(-1), absmax.reshape(-1), (N, K),
                                                                        self.block)))
 
     def bind(self, launcher, name: str | None = None):
-        from . import quant
         rows = quant.TILE_ROWS
 
         def tensors(w, K):
@@ -743,7 +756,6 @@ class DequantW4(DequantW8):
         return q, s
 
     def reference(self, inputs):
-        from . import quant
         q, s = inputs
         return quant.Int4Weight(q, s, self.group).dequantize().double()
 
@@ -770,7 +782,6 @@ class W8A8Linear(Linear):
         return 2 * M * K + N * K + 2 * N + 2 * M * N
 
     def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
-        from . import quant
         M, N, K = shape
         x = torch.randn(M, K, generator=gen, device=device).half()
         W = torch.randn(N, K, generator=gen, device=device) / K ** 0.5
@@ -778,7 +789,6 @@ class W8A8Linear(Linear):
         return x, qw.q, qw.scale
 
     def reference(self, inputs):
-        from . import quant
         x, q, s = inputs
         xq, sx = quant.quantize_per_token_int8(x)
         return (xq.double() * sx.double()[:, None]) @ (q.double() * s.double()).T
@@ -800,8 +810,8 @@ class W8A8Linear(Linear):
             _need(scales, torch.float16, (N, 1), "scales (one per output channel)", op.__name__)
             out = _out(out, (M, N), op.__name__, x.device)
             if M and N:
-                xq = torch.empty(M, K, dtype=torch.int8, device=x.device)
-                sx = torch.empty(M, dtype=torch.float32, device=x.device)
+                xq = _scratch((M, K), torch.int8, x.device, name="xq")
+                sx = _scratch((M,), torch.float32, x.device, name="sx")
                 launcher(x, q, scales, xq, sx, out, M, N, K)
             return out
 
@@ -835,7 +845,6 @@ class W4A8Linear(Linear):
         return 2 * M * K + N * K // 2 + 2 * N + 2 * N * (K // self.group) + 2 * M * N
 
     def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
-        from . import quant
         M, N, K = shape
         x = torch.randn(M, K, generator=gen, device=device).half()
         W = torch.randn(N, K, generator=gen, device=device) / K ** 0.5
@@ -843,12 +852,10 @@ class W4A8Linear(Linear):
         return x, qw.packed, qw.scale, qw.gscale, qw.gzero
 
     def weight(self, inputs):
-        from . import quant
         _, packed, scale, gscale, gzero = inputs
         return quant.W4A8Weight(packed, scale, gscale, gzero, self.group)
 
     def reference(self, inputs):
-        from . import quant
         xq, sx = quant.quantize_per_token_int8(inputs[0])
         return (xq.double() * sx.double()[:, None]) @ self.weight(inputs).dequantize().double().T
 
@@ -873,9 +880,9 @@ class W4A8Linear(Linear):
             _need(gzero, torch.uint8, (N, K // prob.group), "gzero", op.__name__)
             out = _out(out, (M, N), op.__name__, x.device)
             if M and N:
-                xq = torch.empty(M, K, dtype=torch.int8, device=x.device)
-                sx = torch.empty(M, dtype=torch.float32, device=x.device)
-                xsum = torch.empty(M, dtype=torch.int32, device=x.device)
+                xq = _scratch((M, K), torch.int8, x.device, name="xq")
+                sx = _scratch((M,), torch.float32, x.device, name="sx")
+                xsum = _scratch((M,), torch.int32, x.device, name="xsum")
                 launcher(x, packed, scale, gscale, gzero, xq, sx, xsum, out, M, N, K)
             return out
 
@@ -889,7 +896,6 @@ class W4A8Linear(Linear):
 def torch_w8a8(x, q, scales, out=None):
     """The W8A8 baseline: per-token quantization in PyTorch, torch._int_mm (cuBLASLt INT8; it refuses M ≤ 16),
     then the scaling in PyTorch."""
-    from . import quant
     xq, sx = quant.quantize_per_token_int8(x, exact=False)
     y = (torch._int_mm(xq, q.t()).float() * sx[:, None] * scales.float().t()).half()
     if out is not None:
@@ -902,7 +908,7 @@ torch_w8a8.__name__ = "torch: quantize + _int_mm + scale"
 
 
 # ----------------------------------------------------------------------------------------------
-# Lesson 11: the rest of a decode step (harness/decode.py holds the math, used here as the float64 reference)
+# Lesson 11: the rest of a decode step (harness/decode_math.py holds the math, used here as the float64 reference)
 
 def _need_fp16(t, what, name, dims=None):
     if not isinstance(t, torch.Tensor):
@@ -947,10 +953,9 @@ class AddRMSNorm:
         return h, delta, w
 
     def reference(self, inputs):
-        from . import decode
         h, delta, w = inputs
         res = (h.double() + delta.double()).half().double()
-        return torch.stack([res, decode.rms_norm(res, w.double(), self.eps)])
+        return torch.stack([res, decode_math.rms_norm(res, w.double(), self.eps)])
 
     def bind(self, launcher, name=None):
         prob = self
@@ -1001,6 +1006,7 @@ class DecodeAttention:
     ceiling: str = "fp16"
     in_dtype: torch.dtype = torch.float16
     out_dtype: torch.dtype = torch.float16
+    inout = ("k_cache", "v_cache")  # written by design (the new position's k and v): check does not hold them unchanged
     check_shapes: tuple = ((1, 1, 1, 1), (1, 37, 4, 1), (3, 200, 8, 2), (2, 513, 32, 8), (5, 1000, 6, 3),
                            (16, 64, 32, 8), (1, 4097, 32, 8), (4, 33, 2, 2), (4, 1000, 32, 8))  # the last: grouped
 
@@ -1023,7 +1029,6 @@ class DecodeAttention:
         return (B, nh * self.head_dim)
 
     def make_inputs(self, shape, gen=None, device="cuda"):
-        from . import decode
         B, ctx, nh, nkv = shape
         hd, max_seq = self.head_dim, ctx + 5  # cache rows past every position hold values too: reading them shows
         qkv = torch.randn(B, (nh + 2 * nkv) * hd, generator=gen, device=device).half()
@@ -1031,12 +1036,11 @@ class DecodeAttention:
         vc = torch.randn(B, nkv, max_seq, hd, generator=gen, device=device).half()
         pos = torch.randint(0, ctx, (B,), generator=gen, device=device, dtype=torch.int32)
         pos[0] = ctx - 1
-        return qkv, kc, vc, pos, decode.rope_table(max_seq, hd, self.theta, device)
+        return qkv, kc, vc, pos, decode_math.rope_table(max_seq, hd, self.theta, device)
 
     def reference(self, inputs):
-        from . import decode
         qkv, kc, vc, pos, rope = inputs
-        return decode.attention_reference(qkv, kc, vc, pos, rope, torch.float64)
+        return decode_math.attention_reference(qkv, kc, vc, pos, rope, torch.float64)
 
     max_splits: int = 16
 
@@ -1066,8 +1070,10 @@ class DecodeAttention:
         def workspace(dev, B, nh, splits):
             w, c = scratch.get(dev, (None, None))
             if w is None or w.numel() < B * nh * splits * (hd + 2) or c.numel() < B * nh:
-                w = torch.empty(max(B * nh * splits * (hd + 2), 0 if w is None else w.numel()), device=dev)
-                c = torch.zeros(max(B * nh, 0 if c is None else c.numel()), dtype=torch.int32, device=dev)
+                w = _scratch((max(B * nh * splits * (hd + 2), 0 if w is None else w.numel()),), torch.float32, dev,
+                             name="work")
+                c = _scratch((max(B * nh, 0 if c is None else c.numel()),), torch.int32, dev, zero=True,
+                             name="counters")
                 kept.append(scratch.get(dev))
                 scratch[dev] = (w, c)
             return w, c
@@ -1089,7 +1095,7 @@ class DecodeAttention:
             if not isinstance(rope, torch.Tensor) or rope.dtype != torch.float32 or rope.dim() != 3 \
                     or tuple(rope.shape[1:]) != (hd // 2, 2) or rope.shape[0] < max_seq:
                 raise ValueError(f"{n}: rope must be float32 [≥ max_seq = {max_seq}, {hd // 2}, 2] "
-                                 "(harness.decode.rope_table)")
+                                 "(harness.decode_math.rope_table)")
             if B and not (pos.is_cuda and torch.cuda.is_current_stream_capturing()):  # in a graph: the kernel's guard
                 lo, hi = int(pos.min()), int(pos.max())
                 if lo < 0 or hi >= max_seq:
@@ -1160,3 +1166,30 @@ class SiluMul:
 
     def call(self, op, inputs, out):
         op(*inputs, out=out)
+
+
+def shape_of(problem, args) -> tuple | None:
+    """The problem's shape tuple from a bound op's arguments (None where they are not the tensors it takes: the
+    op's own checks then say what is wrong)."""
+    try:
+        a0 = args[0]
+        if isinstance(problem, Linear):
+            M, K = a0.shape
+            w = args[1]
+            return (M, w.shape[0] if isinstance(w, torch.Tensor) else w.n, K)
+        if isinstance(problem, ScaleAdd):
+            return (a0.numel(),)
+        if isinstance(problem, DequantW8):
+            return (a0.shape[0], a0.shape[1] * problem.per_element)
+        if isinstance(problem, DequantNF4):
+            return (a0.shape[0], a0.shape[1] * 2)
+        if isinstance(problem, (AddRMSNorm,)):
+            return tuple(a0.shape)
+        if isinstance(problem, SiluMul):
+            return (a0.shape[0], a0.shape[1] // 2)
+        if isinstance(problem, DecodeAttention):
+            B, nkv, max_seq, _ = args[1].shape
+            return (B, max_seq, a0.shape[1] // problem.head_dim - 2 * nkv, nkv)
+    except (AttributeError, IndexError, TypeError, ValueError):
+        return None
+    return None

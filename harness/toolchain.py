@@ -220,7 +220,7 @@ def describe() -> dict:
 
 
 def report() -> str:
-    """A human-readable environment check for lesson 00 and `./course doctor`."""
+    """A human-readable check of the toolchain and GPU (`./course doctor` adds the baselines: harness.doctor)."""
     info = describe()
     lines = [f"python {info['python']}, torch {info['torch']} (CUDA {info['torch_cuda']})"]
     if info.get("nvcc"):
@@ -240,12 +240,6 @@ def report() -> str:
         lines.append("GPU: none. Kernels will compile (for sm_80 and sm_90) and CPU cells will run; "
                      "cells that launch kernels are skipped and show the recorded H100 results.")
     lines.append(f"building for: {', '.join('sm_' + a.replace('.', '') for a in arch_list())}")
-    from . import marlin  # the baseline of lessons 07, 10, 11 and 12 (its source comes from a package, not the course)
-    why = marlin.unavailable()
-    lines.append(f"Marlin (baseline): {'source in ' + str(marlin.kernel_dir()) if why is None else 'unavailable: ' + why}")
-    from . import bnb  # the baseline of lessons 08 and 11 (checked without importing the library: seconds)
-    why = bnb.unavailable()
-    lines.append(f"bitsandbytes (baseline): {bnb.VERSION if why is None else 'unavailable: ' + why}")
     return "\n".join(lines)
 
 

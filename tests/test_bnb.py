@@ -1,4 +1,4 @@
-"""bitsandbytes, lesson 08's baseline (harness.bnb): the course's NF4 is bitsandbytes' to the bit (the same bytes and
+"""bitsandbytes, lesson 08's baseline (harness.baselines.bnb): the course's NF4 is bitsandbytes' to the bit (the same bytes and
 absmax from the same weights, the same FP16 values from the same bytes), bad arguments get clear errors, and on a GPU
 its kernels compute lesson 08's problems on odd shapes (so its timings in lesson 08 time a correct kernel)."""
 import re
@@ -6,7 +6,8 @@ import re
 import pytest
 import torch
 
-from harness import bnb, build, catalog, check, quant
+from harness import build, catalog, check, doctor, quant
+from harness.baselines import bnb
 
 pytestmark = pytest.mark.skipif(bnb.unavailable() is not None, reason=str(bnb.unavailable()))
 
@@ -168,5 +169,4 @@ def test_bitsandbytes_computes_lesson_08s_problems(problem, op):
 
 
 def test_doctor_reports_bitsandbytes():
-    from harness import toolchain
-    assert f"bitsandbytes (baseline): {bnb.VERSION}" in toolchain.report()
+    assert f"bitsandbytes (baseline): {bnb.VERSION}" in doctor.report()

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from harness import catalog, check, decode, quant
+from harness.baselines import bnb, marlin
 
 TINY = decode.TINY
 # Llama widths where they matter to the kernels (head 128, grouped heads, K a multiple of 128), two layers
@@ -60,7 +61,6 @@ def test_sequences_at_different_positions_are_independent():
 
 def _skip_missing(fmt):
     """The third-party baselines need their packages (requirements.txt installs both)."""
-    from harness import bnb, marlin
     why = {"marlin": marlin.unavailable, "nf4_bnb": bnb.unavailable}.get(fmt, lambda: None)()
     if why:
         pytest.skip(why)

@@ -1,10 +1,11 @@
-"""Marlin, the third-party W4A16 baseline (harness.marlin): its source is found, it builds for sm_80 and sm_90, our
+"""Marlin, the third-party W4A16 baseline (harness.baselines.marlin): its source is found, it builds for sm_80 and sm_90, our
 packing equals the layout optimum-quanto's own packer makes, bad weights get clear errors, and on a GPU it computes
 the course's symmetric W4A16 problem on odd shapes (so its timings in lessons 07 and 10 time a correct kernel)."""
 import pytest
 import torch
 
-from harness import catalog, check, marlin, quant
+from harness import check, doctor, quant
+from harness.baselines import marlin
 
 
 def test_source_found_and_builds():
@@ -51,7 +52,7 @@ def test_pack_refuses_what_marlin_cannot_run():
 
 
 def test_op_checks_its_arguments():
-    op = catalog.W4A16_MARLIN.bind(lambda *a: None, "marlin_w4a16")
+    op = marlin.PROBLEM.bind(lambda *a: None, "marlin_w4a16")
     m = marlin.pack(quant.quantize_int4(torch.randn(512, 256), 128))
     with pytest.raises(ValueError, match="weights have K = 256"):
         op(torch.randn(1, 128).half(), m)
@@ -63,11 +64,9 @@ def test_op_checks_its_arguments():
 
 @pytest.mark.gpu
 def test_marlin_computes_the_course_format():
-    mod = marlin.load()
-    res = check.check(catalog.W4A16_MARLIN, catalog.W4A16_MARLIN.bind(mod.marlin_w4a16))
+    res = check.check(marlin.PROBLEM, marlin.op())
     assert res.ok, str(res)
 
 
 def test_doctor_reports_marlin():
-    from harness import toolchain
-    assert f"Marlin (baseline): source in {marlin.kernel_dir()}" in toolchain.report()
+    assert f"Marlin (baseline): source in {marlin.kernel_dir()}" in doctor.report()

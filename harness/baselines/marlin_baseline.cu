@@ -2,21 +2,21 @@
 // Frantar, Castro, Chen, Hoefler, Alistarh, "MARLIN: Mixed-Precision Auto-Regressive Parallel Inference on Large
 // Language Models", 2024), the one vLLM serves GPTQ and AWQ models with. It is compiled here from the copy that the
 // optimum-quanto package ships (Apache-2.0; quanto adds a scaled zero point after the scale, Ŵ = q·s + sz with q in
-// 0..15, so it runs both of the course's INT4 formats). harness/marlin.py finds that file, passes its folder with -I,
+// 0..15, so it runs both of the course's INT4 formats). harness/baselines/marlin.py finds that file, passes its folder with -I,
 // packs weights into Marlin's layout and checks the results. This file only gives Marlin the course's launcher form.
 // REQUIRES: sm_80
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <cstdint>
 
-#include "marlin_cuda_kernel.cu"  // from optimum-quanto (harness/marlin.py adds its folder to the include path)
+#include "marlin_cuda_kernel.cu"  // from optimum-quanto (harness/baselines/marlin.py adds its folder to the include path)
 
 #define EXPORT extern "C"
 
 // y[M, N] = x[M, K] · Ŵᵀ on Marlin's packed weights: B int32 [K/16, N·2], s and sz fp16 [K/128, N] in its scale
-// order, locks int32 [N/128 · 16] zeroed once (Marlin leaves them zero again). harness.marlin.pack makes all four. Marlin's own choices for everything
+// order, locks int32 [N/128 · 16] zeroed once (Marlin leaves them zero again). harness.baselines.marlin.pack makes all four. Marlin's own choices for everything
 // else: 128 × 128 block tiles up to 16 tokens, 64 × 256 past that, a block per SM, at most 16 parallel 64-token
-// slices. The shapes it cannot take are refused in harness/marlin.py; here an unsupported call does nothing, and
+// slices. The shapes it cannot take are refused in harness/baselines/marlin.py; here an unsupported call does nothing, and
 // the caller's poisoned output then fails its check.
 EXPORT void marlin_w4a16(const __half* x, const int32_t* B, const __half* s, const __half* sz, int* locks, __half* y,
                          int M, int N, int K, cudaStream_t stream) {

@@ -5,7 +5,8 @@ course's INT4 kernels are compared with besides cuBLAS and PyTorch's tinygemm. I
 source comes from the optimum-quanto package (requirements.txt), which ships a copy with one change, a scaled zero
 point added after the scale (Ŵ = u · s + sz, u = 0..15). With sz = −8 · s, exact in FP16, that is the course's
 symmetric INT4 format (the one packed here; with zero points, sz = −zero · s would be rounded to FP16, and the
-reference would no longer be the course's). `tools/marlin_baseline.cu` wraps it in the course's launcher form.
+reference would no longer be the course's). `marlin_baseline.cu`, beside this file, wraps it in the course's launcher
+form; `W4A16MarlinLinear` (`PROBLEM`) is the problem its launcher solves.
 
 Marlin's layout (what `pack` builds, written here from the layout its packer documents):
 - weights: 16 × 16 tiles of [k][n]; four tiles side by side along N (1,024 weights) are reordered so that lane l's
@@ -23,8 +24,11 @@ from pathlib import Path
 
 import torch
 
+from .. import build, quant
+from ..problems import W4A16Linear, _bind_repacked, _Repacked
+
 PACKAGE, VERSION = "optimum-quanto", "0.2.7"
-OP = "Marlin"  # its rows' name in results/07.json and 10.json
+OP = "Marlin"  # its rows' name in results/07.json, 10.json and 12.json
 KERNEL = "optimum/quanto/library/extensions/cuda/marlin/marlin_cuda_kernel.cu"
 GROUP = 128
 N_MULTIPLE = 256  # Marlin's block tile is 256 outputs wide past 16 tokens (128 up to 16)
@@ -43,7 +47,7 @@ def kernel_dir() -> Path:
                                 f"pip install {PACKAGE}=={VERSION} (requirements.txt has it)") from None
     if dist.version != VERSION:
         raise MarlinUnavailable(f"{PACKAGE} {dist.version} is installed; the course is pinned to {VERSION}, whose "
-                                f"Marlin layout harness/marlin.py packs for (pip install {PACKAGE}=={VERSION})")
+                                f"Marlin layout harness/baselines/marlin.py packs for (pip install {PACKAGE}=={VERSION})")
     path = Path(dist.locate_file(KERNEL))
     if not path.is_file():
         raise MarlinUnavailable(f"{PACKAGE} {VERSION} is installed but {path} is missing")
@@ -59,11 +63,13 @@ def unavailable() -> str | None:
     return None
 
 
+SOURCE = Path(__file__).with_name("marlin_baseline.cu")
+
+
 def load():
-    """The compiled launcher module (tools/marlin_baseline.cu, Marlin's source on the include path)."""
-    from . import build
+    """The compiled launcher module (marlin_baseline.cu, Marlin's source on the include path)."""
     flags = [f"-I{kernel_dir()}", "-DMARLIN_FROM_QUANTO_" + VERSION.replace(".", "_")]  # the version in the cache key
-    return build.load_file(build.ROOT / "tools" / "marlin_baseline.cu", solution=True, extra_cuda_flags=flags)
+    return build.load_file(SOURCE, solution=True, extra_cuda_flags=flags)
 
 
 @functools.cache
@@ -103,7 +109,6 @@ class MarlinWeight:
 
 def pack(w) -> MarlinWeight:
     """quant.Int4Weight (symmetric, group 128) → MarlinWeight, on w's device."""
-    from . import quant
     if not isinstance(w, quant.Int4Weight):
         raise TypeError(f"marlin.pack: w must be a quant.Int4Weight (quantize_int4), got {type(w).__name__}")
     N, K = w.packed.shape[0], w.packed.shape[1] * 8
@@ -126,10 +131,40 @@ def pack(w) -> MarlinWeight:
     return MarlinWeight(packed, columns(w.scale), columns(w.scale * -8), locks, w, N, K)
 
 
+@dataclass
+class W4A16MarlinLinear(_Repacked, W4A16Linear):
+    """W4A16Linear's symmetric problem with the weights in Marlin's layout: `op(x, w, out=None)` with w a MarlinWeight
+    (`pack`). Launcher: `fn(x, packed, scale, zero, locks, y, M, N, K)` (marlin_baseline.cu). Marlin takes N a multiple
+    of 256 and K of 128, so the odd shapes are odd in M."""
+    name: str = "w4a16_marlin"
+    check_shapes: tuple = ((1, 256, 128), (2, 512, 384), (5, 768, 256), (16, 1024, 1152), (17, 256, 640),
+                           (31, 512, 256), (64, 768, 512), (100, 256, 384), (127, 512, 1024), (256, 1024, 256),
+                           (1, 4096, 4096))
+
+    def make_inputs(self, shape, gen: torch.Generator | None = None, device="cuda"):
+        x, packed, scale = W4A16Linear.make_inputs(self, shape, gen, device)
+        return x, pack(quant.Int4Weight(packed, scale, self.group))
+
+    def bind(self, launcher, name: str | None = None):
+        return _bind_repacked(self, launcher, name, "w4a16_marlin_op", MarlinWeight,
+                              "marlin.pack(quantize_int4(W))", lambda w, K: [
+                                  (w.packed, torch.int32, (K // 16, 2 * w.n), "w.packed (Marlin's layout)"),
+                                  (w.scale, torch.float16, (K // self.group, w.n), "w.scale (Marlin's order)"),
+                                  (w.zero, torch.float16, (K // self.group, w.n), "w.zero (−8 · scale)"),
+                                  (w.locks, torch.int32, (w.n // 128 * 16,), "w.locks")])
+
+
+PROBLEM = W4A16MarlinLinear()
+
+
+def op():
+    """Marlin's launcher bound to PROBLEM (`op(x, w, out=None)`, w from `pack`)."""
+    return PROBLEM.bind(load().marlin_w4a16, "marlin")
+
+
 def bench_op(sets):
     """For bench.time_fn over W4A16 input sets (x, q, scale): op(x, q, scale) runs Marlin on that set's weights,
     packed here, before any timing, as a serving engine repacks weights when it loads them."""
-    from . import catalog, quant
-    op = catalog.W4A16_MARLIN.bind(load().marlin_w4a16, "marlin")
+    run = op()
     packed = {id(q): pack(quant.Int4Weight(q, s, GROUP)) for _, q, s in sets}
-    return lambda x, q, s: op(x, packed[id(q)])
+    return lambda x, q, s: run(x, packed[id(q)])
