@@ -12,14 +12,17 @@
 """
 from __future__ import annotations
 
+import importlib.util
 import math
+import re
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 
 import torch
 
-from . import roofline
+from . import build, roofline
 
 
 @dataclass
@@ -221,23 +224,29 @@ def compare(problem, ops: dict, shapes, *, baseline: str | None = None, ceilings
             fl, by = problem.flops(shape), problem.bytes(shape)
             floor_us = roofline.floor_us(fl, by, ceilings, getattr(problem, "ceiling", "fp32"))
             rows.append(dict(
-                op=label, shape=list(shape), desc=problem.describe(shape), us=round(t.median_us, 2),
+                route=route_id(label), op=label, shape=list(shape), desc=problem.describe(shape), us=round(t.median_us, 2),
                 p10_us=round(t.p10_us, 2), p90_us=round(t.p90_us, 2),
                 tflops=round(fl / t.median_us / 1e6, 3), gbs=round(by / t.median_us / 1e3, 1),
                 pct_baseline=round(100 * base_us / t.median_us, 1) if base_us else None,
                 pct_roofline=round(100 * floor_us / t.median_us, 1) if floor_us else None,
-                baseline=baseline, sets=len(sets)))
+                baseline=route_id(baseline), sets=len(sets)))
         if verbose:
             print(table([r for r in rows if r["shape"] == list(shape)]))
             print()
     return rows
 
 
+def route_id(label: str) -> str:
+    """The route id of a kernel or library call timed by compare, from its label (results.Row.route)."""
+    return re.sub(r"[^a-z0-9]+", "_", label.lower()).strip("_")
+
+
 def table(rows: list[dict]) -> str:
-    """A fixed-width table of benchmark rows (the format of the README's ladders)."""
+    """A fixed-width table of benchmark rows (the format of the FP32 ladder)."""
     if not rows:
         return "(no rows)"
-    base = rows[0].get("baseline", "baseline")
+    base = rows[0].get("baseline") or "baseline"
+    base = next((r["op"] for r in rows if r.get("route", r["op"]) == base), base)  # the baseline's label
     w = max([28] + [len(r["op"]) for r in rows])  # long kernel names widen the column instead of shifting the row
     head = f"{'kernel':<{w}} {'shape':<22} {'time µs':>10} {'TFLOP/s':>9} {'GB/s':>8} {'% ' + base:>{max(9, len(base) + 2)}} {'% roofline':>10}"
     out = [head, "-" * len(head)]
@@ -247,3 +256,23 @@ def table(rows: list[dict]) -> str:
         out.append(f"{r['op']:<{w}} {r['desc']:<22} {r['us']:>10.2f} {r['tflops']:>9.2f} {r['gbs']:>8.0f} "
                    f"{pb:>{max(9, len(base) + 2)}} {pr:>10}")
     return "\n".join(out)
+
+
+def lesson_module(lesson: int):
+    """A lesson's benchmark module, lessons/NN_name/bench_NN.py, imported by its number (the notebook imports it as
+    `import bench_NN` from its own folder; the same module object either way once one of them has loaded it)."""
+    name = f"bench_{int(lesson):02d}"
+    if name in sys.modules:
+        return sys.modules[name]
+    found = sorted(build.ROOT.glob(f"lessons/{int(lesson):02d}_*/{name}.py"))
+    if len(found) != 1:
+        raise FileNotFoundError(f"lesson {int(lesson):02d} has {len(found)} benchmark modules lessons/*/{name}.py")
+    spec = importlib.util.spec_from_file_location(name, found[0])
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return mod

@@ -96,11 +96,12 @@ def speedup_chart(rows: list[dict], title: str, ax=None):
         _, ax = plt.subplots(figsize=(7, 0.45 * len(rows) + 1))
     labels = [r["op"] for r in rows]
     vals = [r["pct_baseline"] or 0 for r in rows]
-    ax.barh(labels, vals, color=["0.6" if r["op"] == r["baseline"] else "C0" for r in rows])
+    ax.barh(labels, vals, color=["0.6" if r.get("route", r["op"]) == r["baseline"] else "C0" for r in rows])
     for i, v in enumerate(vals):
         ax.text(v + 1, i, f"{v:.1f}%", va="center", fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel(f"% of {rows[0]['baseline']} (same run)")
+    base = next((r["op"] for r in rows if r.get("route", r["op"]) == rows[0]["baseline"]), rows[0]["baseline"])
+    ax.set_xlabel(f"% of {base} (same run)")
     ax.set_title(title, fontsize=9)
     ax.set_xlim(0, max(110, max(vals) * 1.15))
     return ax
@@ -151,23 +152,15 @@ def recorded_sections(lesson: int, *, prefer_local: bool) -> list[tuple[str, str
             from .bench import table
             found.append((name, f"Measured on {results.env_line(sec)}:\n{table(rows)}",
                           _lesson_figures(lesson, rows, out, "" if name == "bench" else name)))
-        elif lesson == 6 and name == "table":
-            tiles = results.w8a16_tiles_markdown() if any(r["op"] == results.W8A16_TILES_OP for r in rows) else ""
-            found.append((name, "\n\n".join(t for t in (results.w8a16_markdown(), tiles, results.w8a8_markdown()) if t), []))
-        elif lesson == 7 and name == "table":
-            tiles = results.w4a16_tiles_markdown() if any(r["op"] == results.W4A16_TILES_OP for r in rows) else ""
-            found.append((name, "\n\n".join(t for t in (results.w4a16_markdown(), tiles) if t), []))
-        elif lesson == 8 and name == "dequant":
-            found.append(("dequant, gemv", results.nf4_markdown(), []))
-        elif lesson == 9 and name == "table":
-            found.append((name, results.w4a8_markdown(), []))
-        elif lesson == 10 and name in ("ladder", "table"):
-            found.append((name, results.pipe_ladder_markdown() if name == "ladder" else results.pipe_markdown(), []))
-        elif lesson == 12 and name in ("table", "stream"):
-            found.append((name, results.wgmma_markdown() if name == "table" else results.stream_markdown(), []))
+        elif sec.get("views"):  # a lesson benchmark module's section: its stored views, one generic table each
+            text = "\n\n".join(results.view_markdown(lesson, name, v, sec=sec) for v in sec["views"]
+                                 if v not in ("graph", "headline"))
+            found.append((name, text, []))
         elif lesson == 11 and name in ("decode", "accuracy"):
             found.append((name, results.decode_markdown(prefer_local) if name == "decode"
                           else results.decode_accuracy_markdown(prefer_local), []))
+        elif lesson == 12 and name == "stream":
+            found.append((name, results.stream_markdown(), []))
     return found
 
 
@@ -256,9 +249,9 @@ def course_report() -> Path:
         if not secs:
             lines += ["(no results yet)", ""]
         for name, text, figs in secs:
-            body = text if name == "table" else "```\n" + text + "\n```"
+            body = text if text.startswith("|") or "\n|" in text[:400] else "```\n" + text + "\n```"
             lines += [f"### {name}", "", body, ""] + [f"![{f.stem}]({f.name})" for f in figs] + [""]
-    lines += ["## The FP32 ladder at 4096³", "", results.README_TABLES["ladder"](), ""]
+    lines += ["## The FP32 ladder at 4096³", "", results.TABLES["ladder"](), ""]
     p = out / "REPORT.md"
     p.write_text("\n".join(lines))
     return p

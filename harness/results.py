@@ -1,26 +1,119 @@
-"""Machine-readable results, one file per lesson, written by the benchmark code itself.
+"""Machine-readable results, one file per lesson, written by the benchmark code itself; and the tables made from them.
 
-Every measured row is stored with the GPU, driver, torch and nvcc versions and the date, so no
-number in a notebook or the README is typed by hand: `python -m harness.results readme` rebuilds
-the README's tables from these files.
+Every measured row is stored with the GPU, driver, torch and nvcc versions and the date, so no number in a
+notebook or in docs/results.md is typed by hand: `python -m harness.results docs` rebuilds the generated tables
+(every `<!-- table:NAME -->` block of docs/results.md and README.md) from these files.
 
-Where results go: `build/results/` by default (your own runs); `results/` (the recorded reference
-runs shipped with the course) only when COURSE_RECORD=1, so a learner's run never overwrites them.
+A benchmark row is a `Row`, keyed by its route id (the `route` key in the JSON); the display name of a route is
+registered once (`register`) by the module that owns the route, and copied into each row (`op`) when it is
+recorded, so the tables render from the stored files alone. A section stores the views its lesson's benchmark
+module asks for (`views`: which routes are the columns, which ratios follow them): `view_markdown` renders any of
+them with one generic table, `chart` draws one generic chart.
+
+Where results go: `build/results/` by default (your own runs); `results/` (the recorded reference runs shipped with
+the course) only when COURSE_RECORD=1, so a learner's run never overwrites them.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import build, toolchain
+from . import build, roofline, toolchain
 
 RECORDED = build.ROOT / "results"
 LOCAL = build.ROOT / "build" / "results"
+DOCS = build.ROOT / "docs" / "results.md"
 
+# ----------------------------------------------------------------------------------------------
+# The row type and the route names
+
+ROUTES: dict[str, tuple[str, str]] = {}  # route id -> (display name, short name for a table's header)
+
+
+def register(route: str, name: str, short: str | None = None) -> str:
+    """Register a route's display name (and a shorter one for table headers); returns the route id. Registering
+    the same id with another name is an error: one route, one name."""
+    if not re.fullmatch(r"[a-z0-9_.]+", route):
+        raise ValueError(f"route id {route!r}: use lower-case letters, digits, '_' and '.'")
+    new = (name, short or name)
+    if ROUTES.get(route, new) != new:
+        raise ValueError(f"route {route!r} is already registered as {ROUTES[route]}, not {new}")
+    ROUTES[route] = new
+    return route
+
+
+def name(route: str) -> str:
+    if route not in ROUTES:
+        raise KeyError(f"route {route!r} is not registered (results.register)")
+    return ROUTES[route][0]
+
+
+# The library routes every decode lesson compares with.
+CUBLAS_FP16 = register("cublas_fp16", "cuBLAS FP16 (FP16 weights)", "cuBLAS FP16")
+
+_FIELDS = ("route", "op", "shape", "us", "graph_us", "bytes", "flops", "baseline")
+
+
+@dataclass
+class Row:
+    """One measurement: a route on a shape. `us`: median µs per call (CUDA events around each call, after warm-up);
+    `graph_us`: per call replayed from a CUDA graph (None where not timed so); `bytes`/`flops`: the fewest the
+    problem must move and compute (None in rows recorded before they were stored); `baseline`: the route id of the
+    baseline measured in the same run; `extra`: anything else a lesson stores (derived columns, sizes, ...)."""
+    route: str
+    op: str  # the display name, copied from the registry when measured
+    shape: tuple
+    us: float
+    graph_us: float | None = None
+    bytes: float | None = None
+    flops: float | None = None
+    baseline: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def measured(cls, route: str, shape, us: float, graph_us=None, bytes=None, flops=None, baseline=None,
+                 **extra) -> "Row":
+        """A row from a timing, the route's registered name as its label."""
+        return cls(route, name(route), tuple(shape), round(us, 2), graph_us and round(graph_us, 2),
+                   bytes, flops, baseline, extra)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Row":
+        missing = [k for k in ("route", "op", "shape", "us") if k not in d]
+        if missing:
+            raise ValueError(f"a benchmark row needs {missing}: {d}")
+        known = {k: d.get(k) for k in _FIELDS}
+        known["shape"] = tuple(d["shape"])
+        return cls(**known, extra={k: v for k, v in d.items() if k not in _FIELDS})
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in _FIELDS if getattr(self, k) is not None or k == "graph_us"}
+        d["shape"] = list(self.shape)
+        return d | self.extra
+
+    @property
+    def gbs(self) -> float | None:
+        """GB/s: the problem's bytes over the median time (as stored where the bytes were not)."""
+        return self.bytes / self.us / 1e3 if self.bytes else self.extra.get("gbs")
+
+    @property
+    def tflops(self) -> float | None:
+        return self.flops / self.us / 1e6 if self.flops else self.extra.get("tflops", self.extra.get("tops"))
+
+
+def rows_of(sec: dict) -> list[Row]:
+    """A stored section's benchmark rows as Row."""
+    return [Row.from_dict(r) for r in sec["rows"]]
+
+
+# ----------------------------------------------------------------------------------------------
+# Files
 
 def _dir(recorded: bool | None = None) -> Path:
     if recorded is None:
@@ -32,16 +125,19 @@ def _file(lesson: int | str, d: Path) -> Path:
     return d / f"{int(lesson):02d}.json"
 
 
-def record(lesson: int | str, section: str, rows: list[dict], **extra) -> Path:
-    """Store `rows` as `section` of lesson `lesson`'s results (other sections are kept)."""
+def record(lesson: int | str, section: str, rows: list, *, views: dict | None = None, **extra) -> Path:
+    """Store `rows` (Row or dict) as `section` of lesson `lesson`'s results (other sections are kept), with the
+    views its tables are rendered by and the short names of its routes."""
+    rows = [r.to_dict() if isinstance(r, Row) else r for r in rows]
     d = _dir()
     d.mkdir(parents=True, exist_ok=True)
     f = _file(lesson, d)
     data = json.loads(f.read_text()) if f.exists() else {"lesson": f"{int(lesson):02d}", "sections": {}}
-    data["sections"][section] = {
-        "env": toolchain.describe(),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        "rows": rows, **extra}
+    sec = {"env": toolchain.describe(), "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "rows": rows}
+    if views:
+        short = {r["route"]: ROUTES[r["route"]][1] for r in rows if r.get("route") in ROUTES}
+        sec.update(views=views, short=short)
+    data["sections"][section] = sec | extra
     f.write_text(json.dumps(data, indent=1))
     return f
 
@@ -75,41 +171,234 @@ def show(lesson: int | str, section: str, *, prefer_local: bool = True) -> str:
     return f"Measured on {env_line(sec)}:\n{bench.table(sec['rows'])}"
 
 
-# ----------------------------------------------------------------------------------------------
-# README tables
+def this_run(rows: list, views: dict) -> dict:
+    """A section made of rows measured in this process (not stored), for view_markdown(sec=...) and chart(sec=...)."""
+    rows = [r.to_dict() if isinstance(r, Row) else r for r in rows]
+    return {"env": toolchain.describe(), "date": "this run", "rows": rows, "views": views,
+            "short": {r["route"]: ROUTES[r["route"]][1] for r in rows if r.get("route") in ROUTES}}
 
-def ladder_markdown(lesson_sections: list[tuple[int, str]], shape_desc: str, baseline_label: str) -> str:
-    rows, env = [], None
-    for lesson, section in lesson_sections:
-        sec = load(lesson, section, prefer_local=False)
-        env = env or env_line(sec)
-        rows += [(lesson, r) for r in sec["rows"] if r["desc"] == shape_desc]
-    seen, out = set(), []
-    out.append(f"| lesson | kernel | {shape_desc} GFLOP/s | % of {baseline_label} |")
-    out.append("|---|---|---:|---:|")
-    for lesson, r in rows:
-        if r["op"] in seen:
+
+def display(lesson: int, section: str, views=("main",), *, sec: dict | None = None, chart_view: str | None = "main",
+            prefer_local: bool = True):
+    """In a notebook: a section's views as Markdown tables (your run if you made one, else the recorded one), then
+    the generic chart of `chart_view`, saved to build/plots/NN_<section>.png."""
+    from IPython.display import Markdown
+    from IPython.display import display as show_
+    sec = sec or load(lesson, section, prefer_local=prefer_local)
+    for view in views:
+        show_(Markdown(view_markdown(lesson, section, view, sec=sec)))
+    if chart_view:
+        fig = chart(lesson, section, chart_view, sec=sec)
+        save_figure(fig, lesson, section)
+        show_(fig)
+        import matplotlib.pyplot as plt
+        plt.close(fig)
+
+
+def save_figure(fig, lesson: int | str, name: str) -> Path:
+    """Write a figure to build/plots/<lesson>_<name>.png (for slides and the course report)."""
+    d = build.ROOT / "build" / "plots"
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / f"{int(lesson):02d}_{name}.png"
+    fig.savefig(p, dpi=130, bbox_inches="tight")
+    return p
+
+
+# ----------------------------------------------------------------------------------------------
+# The generic table and chart
+
+def _copy_GBps() -> float:
+    """Lesson 00's recorded copy bandwidth: one denominator for every generated table. (Each run also measures the
+    copy at its start; those vary by up to 3% from run to run.)"""
+    return roofline.recorded()["copy_GBps"]
+
+
+def _pct(row: Row) -> float:
+    """A row's GB/s as % of lesson 00's copy bandwidth."""
+    return 100 * row.gbs / _copy_GBps()
+
+
+def _shape_key(s: tuple) -> tuple[str, ...]:
+    """The table's first cells for a shape: (K × N, M) for a linear layer's (M, N, K), else the sizes joined."""
+    return (f"{s[2]} × {s[1]}", str(s[0])) if len(s) == 3 else (" × ".join(map(str, s)),)
+
+
+def _cell(r: Row | None, fmt: str, prev: Row | None = None) -> str:
+    if r is None:
+        return "–"
+    if fmt == "us_pct":
+        return f"{r.us:,.1f} ({_pct(r):.0f}%)"
+    if fmt == "us_steps" and prev is not None:
+        return f"{r.us:,.1f} ({prev.us / r.us:.2f}×)"
+    return f"{r.us:,.1f}"
+
+
+def view_markdown(lesson: int, section: str, view: str = "main", *, sec: dict | None = None,
+                  prefer_local: bool = False) -> str:
+    """One stored view of a section as a Markdown table: a line per shape, µs of each of the view's routes, then
+    its derived columns: ["pct", route] (% of lesson 00's copy bandwidth), ["tflops", route], ["vs", ours, base]
+    (base's time over ours: how many times faster ours is). A view may keep only the shapes where route `only`
+    ran, or the M in `ms`; `cell` "us_pct" writes % copy bandwidth beside each time, "us_steps" each column's
+    speedup over the one before it from the second of `steps` on."""
+    sec = sec or load(lesson, section, prefer_local=prefer_local)
+    views = sec.get("views") or {}
+    if view not in views:
+        raise KeyError(f"lesson {int(lesson):02d}, section {section!r} stores no view {view!r} (has {list(views)})")
+    v, short = views[view], sec.get("short", {})
+    rows = rows_of(sec)
+    label = lambda route: short.get(route) or next((r.op for r in rows if r.route == route), route)
+    by: dict[tuple, dict[str, Row]] = {}
+    for r in rows:
+        if v.get("ms") and r.shape[0] not in v["ms"]:
             continue
-        seen.add(r["op"])
-        out.append(f"| {lesson:02d} | {r['op']} | {r['tflops'] * 1000:,.0f} | {r['pct_baseline']:.1f}% |")
-    out.append(f"\nMeasured on {env}.")
+        by.setdefault(r.shape, {})[r.route] = r
+    if v.get("only"):
+        by = {s: c for s, c in by.items() if v["only"] in c}
+    cols, derived = v["columns"], v.get("derived", [])
+    head = ["K × N", "M"] if len(next(iter(by), (0, 0, 0))) == 3 else [v.get("shape_header", "N × K")]
+    head += [label(c) for c in cols]
+    for d in derived:
+        head.append({"pct": lambda: f"{label(d[1])} % copy bw", "tflops": lambda: f"{label(d[1])} TFLOP/s",
+                     "vs": lambda: f"{label(d[1])} vs {label(d[2])}"}[d[0]]())
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * (len(head) - len(cols) - len(derived))
+           + "---:|" * (len(cols) + len(derived))]
+    steps = v.get("steps", [])
+    for s, c in by.items():
+        cells = list(_shape_key(s))
+        for i, route in enumerate(cols):
+            prev = c.get(cols[i - 1]) if route in steps[1:] else None
+            cells.append(_cell(c.get(route), v.get("cell", "us"), prev))
+        for d in derived:
+            a, b = c.get(d[1]), c.get(d[2]) if len(d) > 2 else None
+            if a is None or (d[0] == "vs" and b is None):
+                cells.append("–")
+            elif d[0] == "pct":
+                cells.append(f"{_pct(a):.1f}%")
+            elif d[0] == "tflops":
+                cells.append(f"{a.tflops:,.0f}" if a.tflops is not None else "–")
+            else:
+                cells.append(f"{b.us / a.us:.2f}×")
+        out.append("| " + " | ".join(cells) + " |")
+    out.append(f"\n{v.get('note', 'µs, median; weights rotated past L2.')} Measured on {env_line(sec)}.")
     return "\n".join(out)
 
 
+def chart(lesson: int, section: str, view: str = "main", *, sec: dict | None = None, prefer_local: bool = True,
+          ax=None):
+    """The generic chart of a view: µs against M (log-log), a panel per K × N, a line per route, the view's first
+    `vs` route (ours) drawn solid. Shapes without an M (dequantize kernels) get horizontal bars per shape."""
+    import matplotlib.pyplot as plt
+    sec = sec or load(lesson, section, prefer_local=prefer_local)
+    v = sec["views"][view]
+    rows = [r for r in rows_of(sec) if r.route in v["columns"]]
+    ours = next((d[1] for d in v.get("derived", []) if d[0] == "vs"), v["columns"][-1])
+    if all(len(r.shape) == 3 for r in rows):
+        kns = list(dict.fromkeys(r.shape[1:] for r in rows))
+        fig, axs = plt.subplots(1, len(kns), figsize=(4.5 * len(kns), 3.8), sharey=True, squeeze=False)
+        for a, (N, K) in zip(axs[0], kns):
+            for i, route in enumerate(v["columns"]):
+                pts = sorted((r.shape[0], r.us) for r in rows if r.route == route and r.shape[1:] == (N, K))
+                if pts:
+                    a.plot(*zip(*pts), "o-" if route == ours else "x:", color=f"C{i}",
+                           label=next(r.op for r in rows if r.route == route))
+            ms = sorted({r.shape[0] for r in rows})
+            a.set(xscale="log", yscale="log", xticks=ms, xticklabels=ms, xlabel="M (tokens)", title=f"K = {K}, N = {N}")
+            a.grid(True, lw=0.3)
+        axs[0][0].set_ylabel("µs (lower is better)")
+        axs[0][0].legend(fontsize=7)
+        return fig
+    shapes = list(dict.fromkeys(r.shape for r in rows))
+    fig, a = plt.subplots(figsize=(8, 0.3 * len(rows) + 1)) if ax is None else (ax.figure, ax)
+    y = 0
+    for s in shapes:
+        for i, route in enumerate(v["columns"]):
+            r = next((r for r in rows if r.shape == s and r.route == route), None)
+            if r:
+                a.barh(y, r.us, color=f"C{i}", label=r.op if s == shapes[0] else None)
+                y += 1
+        y += 1
+    a.invert_yaxis()
+    a.set_yticks([])
+    a.set_xlabel("µs (lower is better); groups: " + ", ".join(" × ".join(map(str, s)) for s in shapes))
+    a.legend(fontsize=7, loc="lower right")
+    return fig
+
+
+def graph_markdown(lessons=(6, 7, 8), ms=None, shapes=None, secs: dict | None = None) -> str:
+    """The decode kernels of several lessons timed two ways in one run, each with its baselines: every call between
+    its own events (the course's tables), and replayed from a CUDA graph as a serving engine runs a decode step
+    (bench.graph_fn). Each lesson's section stores a "graph" view: {"section", "kernels": {route: name},
+    "vs": {column: route}}. Cells read "per call → graph"."""
+    specs = []
+    for lesson in lessons:
+        sec = secs[lesson] if secs else None
+        if sec is None:
+            sec = next(load(lesson, s, prefer_local=False) for s in load(lesson, prefer_local=False)["sections"]
+                       if "graph" in (load(lesson, s, prefer_local=False).get("views") or {}))
+        specs.append((sec, sec["views"]["graph"]))
+    cols = list(dict.fromkeys(c for _, g in specs for c in g["vs"]))
+    two = lambda a, b, f: f"{f(a)} → {f(b)}"
+    out = ["| kernel | K × N | M | µs | % copy bw | " + " | ".join(f"vs {c}" for c in cols) + " |",
+           "|---|---|---:|---:|---:|" + "---:|" * len(cols)]
+    for sec, g in specs:
+        rows = {(r.route, r.shape): r for r in rows_of(sec)}
+        for (route, s), r in rows.items():
+            if route not in g["kernels"] or not r.graph_us or (ms and s[0] not in ms) or (
+                    shapes and (s[2], s[1]) not in [tuple(x) for x in shapes]):
+                continue
+            cells = []
+            for c in cols:
+                b = rows.get((g["vs"].get(c), s))
+                cells.append(two(b.us / r.us, b.graph_us / r.graph_us, lambda v: f"{v:.2f}×") if b and b.graph_us else "–")
+            out.append(f"| {g['kernels'][route]} | {s[2]} × {s[1]} | {s[0]} | {two(r.us, r.graph_us, lambda v: f'{v:,.1f}')} | "
+                       f"{two(_pct(r), _pct(r) * r.us / r.graph_us, lambda v: f'{v:.1f}%')} | " + " | ".join(cells) + " |")
+    if len(out) == 2:
+        return "(no graph timings recorded yet: each lesson's bench_NN.py --record records them)"
+    envs = list(dict.fromkeys(env_line(sec) for sec, _ in specs))
+    out.append(f"\nµs, median, per call → in a CUDA graph of 20 or more calls (`bench.graph_fn`); weights rotated past L2; "
+               f"each baseline timed both ways in the same run; % of lesson 00's copy bandwidth. Measured on "
+               f"{'; '.join(envs)}.")
+    return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------------------------
+# Tables the generic one cannot make
+
 def bench_markdown(lesson: int, section: str) -> str:
-    """Every row of one recorded benchmark section: shape, kernel, time, TFLOP/s, % of its baseline."""
+    """Every row of a bench.compare section (lessons 00-04): shape, kernel, time, TFLOP/s, % of its baseline."""
     sec = load(lesson, section, prefer_local=False)
-    base = sec["rows"][0]["baseline"]
+    rows = rows_of(sec)
+    base = next((r.op for r in rows if r.route == rows[0].baseline), rows[0].baseline)
     out = [f"| shape | kernel | µs | TFLOP/s (TOP/s) | % of {base} |", "|---|---|---:|---:|---:|"]
-    for r in sec["rows"]:
-        out.append(f"| {r['desc']} | {r['op']} | {r['us']:,.1f} | {r['tflops']:,.1f} | {r['pct_baseline']:.1f}% |")
+    for r in rows:
+        out.append(f"| {r.extra['desc']} | {r.op} | {r.us:,.1f} | {r.tflops:,.1f} | {r.extra['pct_baseline']:.1f}% |")
     out.append(f"\nMeasured on {env_line(sec)}.")
     return "\n".join(out)
 
 
+def ladder_markdown(lesson_sections: list[tuple[int, str]], shape_desc: str) -> str:
+    """The FP32 ladder across lessons at one shape: each kernel's GFLOP/s and % of the baseline of its own run."""
+    rows, env, base = [], None, None
+    for lesson, section in lesson_sections:
+        sec = load(lesson, section, prefer_local=False)
+        env = env or env_line(sec)
+        rows += [(lesson, r) for r in rows_of(sec) if r.extra.get("desc") == shape_desc]
+    seen, out = set(), []
+    base = next(r.op for _, r in rows if r.route == r.baseline)
+    out.append(f"| lesson | kernel | {shape_desc} GFLOP/s | % of {base} |")
+    out.append("|---|---|---:|---:|")
+    for lesson, r in rows:
+        if r.route in seen:
+            continue
+        seen.add(r.route)
+        out.append(f"| {lesson:02d} | {r.op} | {r.tflops * 1000:,.0f} | {r.extra['pct_baseline']:.1f}% |")
+    out.append(f"\nMeasured on {env}.")
+    return "\n".join(out)
+
+
 def mma_peak_markdown(prefer_local: bool = False) -> str:
-    """Lesson 04: what the tensor-core instructions can do alone (tools/probe_mma.py), the GEMMs against that,
-    both kernels on either pipeline, and what each part of the mma.sync kernel's K loop costs (tools/tune_tc.py --ablate)."""
+    """Lesson 04: what the tensor-core instructions can do alone (the register-only probe), the GEMMs against that,
+    both kernels on either pipeline, and what each part of the mma.sync kernel's K loop costs (the ablations)."""
     sec = load(4, "mma_peak", prefer_local=prefer_local)
     out = ["| instruction, issued from registers alone | best T(FL)OP/s | ops per SM per clock | at ILP, warps per SM |",
            "|---|---:|---:|---|"]
@@ -124,18 +413,17 @@ def mma_peak_markdown(prefer_local: bool = False) -> str:
         ab = load(4, "ablate", prefer_local=prefer_local)
     except FileNotFoundError:
         return "\n".join(out)
+    rows = rows_of(ab)
+    names = {r.route: r.op for r in rows}
     out += ["", "| both kernels on the two pipelines, then the mma.sync kernel with parts of its K loop switched off "
-            "(wrong results, timed only) "
-            "| n³ | µs | % of baseline |",
-            "|---|---:|---:|---:|"]
-    for r in ab["rows"]:
-        out.append(f"| {r['op']} | {r['shape'][0]} | {r['us']:,.1f} | {r['pct_baseline']:.1f}% of {r['baseline']} |")
+            "(wrong results, timed only) | n³ | µs | % of baseline |", "|---|---:|---:|---:|"]
+    for r in rows:
+        out.append(f"| {r.op} | {r.shape[0]} | {r.us:,.1f} | {r.extra['pct_baseline']:.1f}% of {names.get(r.baseline, r.baseline)} |")
     out.append(f"\nMeasured on {env_line(ab)}.")
     return "\n".join(out)
 
 
 def ceilings_markdown() -> str:
-    from . import roofline
     c = roofline.recorded()
     e = c["env"]
     return (f"| ceiling | measured |\n|---|---:|\n| copy bandwidth (read + write) | {c['copy_GBps']:,.0f} GB/s |\n"
@@ -145,338 +433,6 @@ def ceilings_markdown() -> str:
             f"| INT8 tensor cores (torch._int_mm) | {c['int8_TOPs']} TOP/s |\n\n"
             f"Measured on {c['gpu']}, driver {e.get('driver')}, torch {e.get('torch')}, nvcc {e.get('nvcc')}, "
             f"{c['date'][:10]}.")
-
-
-def _copy_GBps() -> float:
-    """Lesson 00's recorded copy bandwidth: one denominator for every README table. (Each run also measures the copy
-    at its start; those vary by up to 3% from run to run: NOTES.md, "The copy measurement from run to run".)"""
-    from . import roofline
-    return roofline.recorded()["copy_GBps"]
-
-
-def _pct(row: dict) -> float:
-    """A row's GB/s as % of lesson 00's copy bandwidth."""
-    return 100 * row["gbs"] / _copy_GBps()
-
-
-W8A16_COLUMNS = ["cuBLAS FP16 (FP16 weights)", "(a) unfused Python", "(b) unfused cuBLAS", "(c) separate CUDA",
-                 "(d) fused W8A16"]
-
-
-def w8a16_markdown(section: str = "table") -> str:
-    """Lesson 06's four ways, one line per shape and M: µs of each, then the fused kernel's % of copy
-    bandwidth and its speedups over (b) and over cuBLAS on FP16 weights."""
-    sec = load(6, section, prefer_local=False)
-    by = {}
-    for r in sec["rows"]:
-        by.setdefault((r["shape"][2], r["shape"][1], r["shape"][0]), {})[r["op"]] = r
-    out = ["| K × N | M | " + " | ".join(c.replace(" (FP16 weights)", " on FP16 W") for c in W8A16_COLUMNS)
-           + " | (d) % copy bw | (d) vs (b) | (d) vs cuBLAS FP16 |", "|---|---:|" + "---:|" * (len(W8A16_COLUMNS) + 3)]
-    for (K, N, M), ops in by.items():
-        d, cub = ops["(d) fused W8A16"], ops["cuBLAS FP16 (FP16 weights)"]
-        out.append(f"| {K} × {N} | {M} | " + " | ".join(f"{ops[c]['us']:,.1f}" for c in W8A16_COLUMNS)
-                   + f" | {_pct(d):.1f}% | {d['speedup_vs_b']:.2f}× | {cub['us'] / d['us']:.2f}× |")
-    out.append(f"\nµs, median; weights rotated past L2. Measured on {env_line(sec)}.")
-    return "\n".join(out)
-
-
-W8A16_TILES_OP = "(e) fused GEMV, 16-row tiles"
-
-
-def w8a16_tiles_markdown(section: str = "table") -> str:
-    """Lesson 06's decode GEMV on row-major weights against the same kernel on weights in 16-row tiles (M ≤ 16)."""
-    sec = load(6, section, prefer_local=False)
-    rows = {(r["op"], tuple(r["shape"])): r for r in sec["rows"]}
-    out = ["| K × N | M | cuBLAS FP16 on FP16 W | (d) GEMV, row-major q | (d) % copy bw | (e) GEMV, 16-row tiles | "
-           "(e) % copy bw | (e) vs (d) | (e) vs cuBLAS FP16 |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for (op, s), e in rows.items():
-        if op != W8A16_TILES_OP:
-            continue
-        d, cub = rows[("(d) fused, GEMV kernel", s)], rows[("cuBLAS FP16 (FP16 weights)", s)]
-        out.append(f"| {s[2]} × {s[1]} | {s[0]} | {cub['us']:,.1f} | {d['us']:,.1f} | {_pct(d):.1f}% | "
-                   f"{e['us']:,.1f} | {_pct(e):.1f}% | {d['us'] / e['us']:.2f}× | {cub['us'] / e['us']:.2f}× |")
-    out.append(f"\nµs, median; weights rotated past L2; (d) and (e) are the same kernel, same arithmetic, on the same "
-               f"bytes in two orders. Measured on {env_line(sec)}.")
-    return "\n".join(out)
-
-
-def w8a8_markdown(section: str = "table") -> str:
-    """Lesson 06's W8A8 rows (M > 16): ours against PyTorch's quantize + torch._int_mm + scaling."""
-    sec = load(6, section, prefer_local=False)
-    ours = [r for r in sec["rows"] if r["op"].startswith("W8A8 ours")]
-    rows = {(r["op"], tuple(r["shape"])): r for r in sec["rows"]}
-    out = ["| K × N | M | ours: quantize + INT8 GEMM, µs | torch: quantize + `_int_mm` + scale, µs | ours vs torch | "
-           "`_int_mm` alone, µs | fused W8A16, µs |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for r in ours:
-        s = tuple(r["shape"])
-        alone = rows.get(("W8A8 torch._int_mm alone (x quantized beforehand)", s))
-        out.append(f"| {s[2]} × {s[1]} | {s[0]} | {r['us']:,.1f} | "
-                   f"{rows[('W8A8 torch (quantize + _int_mm + scale)', s)]['us']:,.1f} | {r['speedup_vs_torch']:.2f}× | "
-                   f"{alone['us'] if alone else float('nan'):,.1f} | {rows[('(d) fused W8A16', s)]['us']:,.1f} |")
-    out.append(f"\nµs, median; weights rotated past L2. Measured on {env_line(sec)}.")
-    return "\n".join(out)
-
-
-W4A16_COLUMNS = ["cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS", "tinygemm (_weight_int4pack_mm, bf16)", "Marlin",
-                 "(06) fused W8A16 (INT8 weights)", "(07) fused W4A16", "(07) fused W4A16, zero points"]
-
-
-def _times(d, key):
-    """A row's speedup over a baseline as a table cell ("–" where the baseline did not run)."""
-    return f"{d[key]:.2f}×" if d.get(key) else "–"
-
-
-def w4a16_markdown(section: str = "table") -> str:
-    """Lesson 07's table, one line per shape and M: µs of each route, then the fused W4A16 kernel's % of copy
-    bandwidth and its speedups over cuBLAS on FP16 weights, tinygemm and Marlin."""
-    sec = load(7, section, prefer_local=False)
-    by = {}
-    for r in sec["rows"]:
-        by.setdefault((r["shape"][2], r["shape"][1], r["shape"][0]), {})[r["op"]] = r
-    names = {"cuBLAS FP16 (FP16 weights)": "cuBLAS FP16", "tinygemm (_weight_int4pack_mm, bf16)": "tinygemm (bf16)",
-             "(06) fused W8A16 (INT8 weights)": "06 fused W8A16", "(07) fused W4A16": "07 fused W4A16",
-             "(07) fused W4A16, zero points": "07 with zero points"}
-    out = ["| K × N | M | " + " | ".join(names.get(c, c) for c in W4A16_COLUMNS)
-           + " | 07 % copy bw | 07 vs cuBLAS FP16 | 07 vs tinygemm | 07 vs Marlin |",
-           "|---|---:|" + "---:|" * (len(W4A16_COLUMNS) + 4)]
-    for (K, N, M), ops in by.items():
-        d = ops["(07) fused W4A16"]
-        cell = lambda c: f"{ops[c]['us']:,.1f}" if c in ops else "–"
-        out.append(f"| {K} × {N} | {M} | " + " | ".join(cell(c) for c in W4A16_COLUMNS)
-                   + f" | {_pct(d):.1f}% | {d['speedup_vs_cublas']:.2f}× | {_times(d, 'speedup_vs_tinygemm')} | "
-                   f"{_times(d, 'speedup_vs_marlin')} |")
-    out.append(f"\nµs, median; weights rotated past L2. Measured on {env_line(sec)}.")
-    return "\n".join(out)
-
-
-W4A16_ROWS_OP, W4A16_TILES_OP = "(07) GEMV, row-major", "(07) GEMV, 16-row tiles"
-
-
-def w4a16_tiles_markdown(section: str = "table") -> str:
-    """Lesson 07's decode GEMV on row-major packed weights against the same kernel on weights in 16-row tiles
-    (M ≤ 16), with cuBLAS FP16, tinygemm and Marlin from the same run."""
-    sec = load(7, section, prefer_local=False)
-    rows = {(r["op"], tuple(r["shape"])): r for r in sec["rows"]}
-    out = ["| K × N | M | cuBLAS FP16 | tinygemm (bf16) | Marlin | GEMV, row-major | % copy bw | GEMV, 16-row tiles | "
-           "% copy bw | tiles vs row-major | tiles vs cuBLAS FP16 | tiles vs tinygemm | tiles vs Marlin |",
-           "|---|---:|" + "---:|" * 11]
-    for (op, s), e in rows.items():
-        if op != W4A16_TILES_OP:
-            continue
-        d, cub = rows[(W4A16_ROWS_OP, s)], rows[("cuBLAS FP16 (FP16 weights)", s)]
-        us = lambda op: f"{rows[(op, s)]['us']:,.1f}" if (op, s) in rows else "–"
-        out.append(f"| {s[2]} × {s[1]} | {s[0]} | {cub['us']:,.1f} | {us('tinygemm (_weight_int4pack_mm, bf16)')} | "
-                   f"{us('Marlin')} | {d['us']:,.1f} | {_pct(d):.1f}% | {e['us']:,.1f} | {_pct(e):.1f}% | "
-                   f"{d['us'] / e['us']:.2f}× | {cub['us'] / e['us']:.2f}× | {_times(e, 'speedup_vs_tinygemm')} | "
-                   f"{_times(e, 'speedup_vs_marlin')} |")
-    out.append(f"\nµs, median; weights rotated past L2; the two GEMVs are the same kernel, same arithmetic, on the same "
-               f"bytes in two orders (on tiles at M ≤ 8, where a shape has more units of 32 outputs than blocks fit at "
-               f"once, one generation of blocks computes them all: lesson 07, section 6). Measured on {env_line(sec)}.")
-    return "\n".join(out)
-
-
-NF4_TILES_OP = "(08) fused NF4 GEMV, 16-row tiles"
-NF4_DQ_OP = "(08) fused NF4 GEMV, tiles, double-quantized absmax"  # recorded since 11-24 (bitsandbytes' compress_statistics)
-BNB_DEQUANT_OP, BNB_LINEAR_OP = "bitsandbytes dequantize_4bit", "bitsandbytes matmul_4bit"  # harness.bnb's rows
-NF4_MOVE_OP = "the same bytes, no decoding (floor)"  # tools/stream_probe.cu's expand, timed by tools/bench_nf4.py
-
-
-def nf4_markdown() -> str:
-    """Lesson 08's two tables: the NF4 dequantize kernels (µs, % of copy bandwidth), and the fused NF4 GEMV against
-    cuBLAS FP16, dequantize + cuBLAS and lesson 07's W4A16 GEMV."""
-    out = []
-    sec = load(8, "dequant", prefer_local=False)
-    ops = list(dict.fromkeys(r["op"] for r in sec["rows"]))
-    short = lambda op: op.replace("08 NF4 dequantize, ", "")
-    smem, vs = "08 NF4 dequantize, codebook in shared memory", BNB_DEQUANT_OP in ops  # bitsandbytes: recorded since 11-23
-    tree, floor = "08 NF4 dequantize, decision tree", NF4_MOVE_OP in ops  # the floor: recorded since 11-24
-    out += ["| N × K | " + " | ".join(short(o) for o in ops) + " |" + (" shared memory vs bitsandbytes |" if vs else "")
-            + (" shared memory vs decision tree | floor vs decision tree |" if floor else ""),
-            "|---|" + "---:|" * (len(ops) + vs + 2 * floor)]
-    for shape in dict.fromkeys(tuple(r["shape"]) for r in sec["rows"]):
-        cells = {r["op"]: r for r in sec["rows"] if tuple(r["shape"]) == shape}
-        out.append(f"| {shape[0]} × {shape[1]} | " + " | ".join(
-            f"{cells[o]['us']:,.1f} ({_pct(cells[o]):.0f}%)" for o in ops) + " |"
-            + (f" {cells[BNB_DEQUANT_OP]['us'] / cells[smem]['us']:.2f}× |" if vs else "")
-            + (f" {cells[tree]['us'] / cells[smem]['us']:.2f}× | {cells[tree]['us'] / cells[NF4_MOVE_OP]['us']:.2f}× |"
-               if floor else ""))
-    out.append(f"\nNF4 → FP16, µs (% of copy bandwidth); packed input rotated past L2"
-               + ("; bitsandbytes' kernel on the same bytes" if vs else "")
-               + ("; the floor moves the same bytes through the same loop with no decoding (`tools/stream_probe.cu`), so "
-                  "no kernel of this loop is faster than the tree by more than the last column" if floor else "")
-               + f". Measured on {env_line(sec)}.\n")
-    sec = load(8, "gemv", prefer_local=False)
-    ops = list(dict.fromkeys(r["op"] for r in sec["rows"]))
-    tiles = NF4_TILES_OP in ops  # recorded since the tiled layout was added
-    vs, dq = tiles and BNB_LINEAR_OP in ops, NF4_DQ_OP in ops
-    extra = (" | tiles vs row-major | tiles vs cuBLAS FP16 | tiles % copy bw |" if tiles else " |") + (
-        " tiles vs bitsandbytes |" if vs else "") + (" double-quantized vs cuBLAS FP16 |" if dq else "")
-    out += ["| K × N | M | " + " | ".join(ops) + " | NF4 vs cuBLAS FP16" + extra,
-            "|---|---:|" + "---:|" * (len(ops) + 1 + 3 * tiles + vs + dq)]
-    for shape in dict.fromkeys(tuple(r["shape"]) for r in sec["rows"]):
-        cells = {r["op"]: r for r in sec["rows"] if tuple(r["shape"]) == shape}
-        row, tile = cells["(08) fused NF4 GEMV"], cells.get(NF4_TILES_OP)
-        out.append(f"| {shape[2]} × {shape[1]} | {shape[0]} | " + " | ".join(f"{cells[o]['us']:,.1f}" for o in ops)
-                   + f" | {row['speedup_vs_cublas']:.2f}×"
-                   + (f" | {row['us'] / tile['us']:.2f}× | {tile['speedup_vs_cublas']:.2f}× | {_pct(tile):.1f}% |"
-                      if tile else " |")
-                   + (f" {cells[BNB_LINEAR_OP]['us'] / tile['us']:.2f}× |" if vs else "")
-                   + (f" {cells[NF4_DQ_OP]['speedup_vs_cublas']:.2f}× |" if dq else ""))
-    out.append(f"\nµs, median; weights rotated past L2; the two NF4 GEMVs are the same arithmetic on the same bytes in two "
-               f"orders (on tiles at M ≤ 8, where a shape has more units of 16 outputs than blocks fit at once, one "
-               f"generation of blocks computes them all: lesson 08, section 5)"
-               + ("; bitsandbytes' matmul_4bit runs the kernel the library picks for the shape and GPU (here a SIMT GEMV "
-                  "at M ≤ 4, except an mma kernel at M = 4 on N 14336; an mma kernel or dequantize + cuBLAS at M = 16)"
-                  if vs else "")
-               + ("; double-quantized: the same weights with each absmax an 8-bit code (bitsandbytes' "
-                  "compress_statistics), 4.13 bits per weight instead of 4.5" if dq else "")
-               + f". Measured on {env_line(sec)}.")
-    return "\n".join(out)
-
-
-# Each lesson's decode kernel (06-08: the GEMV on 16-row tiles) and the baselines it is compared with in a graph, per
-# lesson: (section, the kernel's op or ops, {column: that baseline's op in this lesson's rows}).
-GRAPH_ROUTES = {
-    6: ("table", W8A16_TILES_OP, {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS": "(b) unfused cuBLAS"}),
-    7: ("table", W4A16_TILES_OP, {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "dequantize + cuBLAS": "dequantize + cuBLAS",
-                                  "tinygemm": "tinygemm (_weight_int4pack_mm, bf16)", "Marlin": "Marlin"}),
-    8: ("gemv", (NF4_TILES_OP, NF4_DQ_OP), {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)",
-                                            "dequantize + cuBLAS": "dequantize NF4 + cuBLAS", "bitsandbytes": BNB_LINEAR_OP}),
-    9: ("table", "(09) W4A8", {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "lesson 07": "(07) W4A16",
-                               "lesson 06 W8A8": "(06) W8A8", "torch W8A8": "torch W8A8 (quantize + _int_mm + scale)"}),
-    10: ("table", "(10) W4A16, fragment order", {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)",
-                                                 "tinygemm": "tinygemm (_weight_int4pack_mm, bf16)", "Marlin": "Marlin",
-                                                 "lesson 07": "(07) W4A16"}),
-    12: ("table", "(12) W4A16, TMA + wgmma", {"cuBLAS FP16": "cuBLAS FP16 (FP16 weights)", "Marlin": "Marlin",
-                                              "lesson 07": "(07) W4A16", "lesson 10": "(10) W4A16, mma.sync"}),
-}
-GRAPH_KERNELS = {6: "06 W8A16", 7: "07 W4A16", 8: "08 NF4", 9: "09 W4A8", 10: "10 W4A16", 12: "12 W4A16",
-                 NF4_DQ_OP: "08 NF4, double-quantized"}
-
-
-def graph_markdown(lessons=(6, 7, 8), ms=None, shapes=None) -> str:
-    """The decode kernels of lessons 06-08 (GEMVs on 16-row tiles), 09, 10 and 12 timed two ways in one run, each with its
-    baselines: every call between its own events (the course's tables), and replayed from a CUDA graph as a serving
-    engine runs a decode step (bench.graph_fn). Cells read "per call → graph"."""
-    cols = list(dict.fromkeys(c for l in lessons for c in GRAPH_ROUTES[l][2]))
-    two = lambda a, b, f: f"{f(a)} → {f(b)}"
-    out = ["| kernel | K × N | M | µs | % copy bw | " + " | ".join(f"vs {c}" for c in cols) + " |",
-           "|---|---|---:|---:|---:|" + "---:|" * len(cols)]
-    secs = []
-    for l in lessons:
-        section, op, base = GRAPH_ROUTES[l]
-        ops = op if isinstance(op, tuple) else (op,)
-        sec = load(l, section, prefer_local=False)
-        secs.append(sec)
-        rows = {(r["op"], tuple(r["shape"])): r for r in sec["rows"]}
-        for (o, s), r in rows.items():
-            if o not in ops or not r.get("graph_us") or (ms and s[0] not in ms) or (shapes and (s[2], s[1]) not in shapes):
-                continue
-            cells = []
-            for c in cols:
-                b = rows.get((base.get(c), s))
-                cells.append(two(b["us"] / r["us"], b["graph_us"] / r["graph_us"], lambda v: f"{v:.2f}×")
-                             if b and b.get("graph_us") else "–")
-            out.append(f"| {GRAPH_KERNELS.get(o, GRAPH_KERNELS[l])} | {s[2]} × {s[1]} | {s[0]} | {two(r['us'], r['graph_us'], lambda v: f'{v:,.1f}')} | "
-                       f"{two(_pct(r), _pct(r) * r['us'] / r['graph_us'], lambda v: f'{v:.1f}%')} | " + " | ".join(cells) + " |")
-    if len(out) == 2:
-        return ("(no graph timings recorded yet: `tools/bench_w8a16.py`, `bench_w4a16.py`, `bench_nf4.py`, "
-                "`bench_w4a8.py`, `bench_w4a16_pipe.py`, `bench_w4a16_wgmma.py` record them)")
-    envs = list(dict.fromkeys(env_line(sec) for sec in secs))
-    out.append(f"\nµs, median, per call → in a CUDA graph of 20 or more calls (`bench.graph_fn`); weights rotated past L2; "
-               f"each baseline timed both ways in the same run; % of lesson 00's copy bandwidth. Measured on "
-               f"{'; '.join(envs)}.")
-    return "\n".join(out)
-
-
-W4A8_COLUMNS = ["cuBLAS FP16 (FP16 weights)", "torch W8A8 (quantize + _int_mm + scale)", "(06) W8A8", "(07) W4A16",
-                "(09) W4A8"]
-
-
-def w4a8_markdown(section: str = "table") -> str:
-    """Lesson 09's table: µs of each route per shape and M, then how many times faster W4A8 is than cuBLAS FP16,
-    lesson 07's W4A16 and lesson 06's W8A8."""
-    sec = load(9, section, prefer_local=False)
-    by = {}
-    for r in sec["rows"]:
-        by.setdefault((r["shape"][2], r["shape"][1], r["shape"][0]), {})[r["op"]] = r
-    names = {"cuBLAS FP16 (FP16 weights)": "cuBLAS FP16", "torch W8A8 (quantize + _int_mm + scale)":
-             "torch W8A8 (`_int_mm`)", "(06) W8A8": "06 W8A8", "(07) W4A16": "07 W4A16", "(09) W4A8": "09 W4A8"}
-    out = ["| K × N | M | " + " | ".join(names[c] for c in W4A8_COLUMNS)
-           + " | 09 vs cuBLAS | 09 vs 07 W4A16 | 09 vs 06 W8A8 |", "|---|---:|" + "---:|" * (len(W4A8_COLUMNS) + 3)]
-    for (K, N, M), ops in by.items():
-        cell = lambda c: f"{ops[c]['us']:,.1f}" if c in ops else "–"
-        out.append(f"| {K} × {N} | {M} | " + " | ".join(cell(c) for c in W4A8_COLUMNS)
-                   + f" | {ops['(09) W4A8']['speedup_vs_cublas']:.2f}× | {ops['(07) W4A16']['w4a8_speedup']:.2f}× | "
-                   f"{ops['(06) W8A8']['w4a8_speedup']:.2f}× |")
-    out.append(f"\nµs, median; weights rotated past L2; every quantized route includes its activation quantization. "
-               f"Measured on {env_line(sec)}.")
-    return "\n".join(out)
-
-
-def pipe_ladder_markdown() -> str:
-    """Lesson 10's ladder: µs of each step per shape and M, the step's speedup over the one before, and cuBLAS FP16."""
-    sec = load(10, "ladder", prefer_local=False)
-    steps = [o for o in dict.fromkeys(r["op"] for r in sec["rows"]) if not o.startswith("cuBLAS")]
-    out = ["| K × N | M | cuBLAS FP16 | " + " | ".join(steps) + " | last vs cuBLAS |",
-           "|---|---:|---:|" + "---:|" * (len(steps) + 1)]
-    for shape in dict.fromkeys(tuple(r["shape"]) for r in sec["rows"]):
-        cells = {r["op"]: r for r in sec["rows"] if tuple(r["shape"]) == shape}
-        step = lambda o: f"{cells[o]['us']:,.1f}" + (f" ({cells[o]['speedup_vs_previous']:.2f}×)"
-                                                     if cells[o].get("speedup_vs_previous") else "")
-        out.append(f"| {shape[2]} × {shape[1]} | {shape[0]} | {cells['cuBLAS FP16 (FP16 weights)']['us']:,.1f} | "
-                   + " | ".join(step(o) for o in steps) + f" | {cells[steps[-1]]['speedup_vs_cublas']:.2f}× |")
-    out.append(f"\nµs, median (in brackets: speedup over the step before); weights rotated past L2. "
-               f"Measured on {env_line(sec)}.")
-    return "\n".join(out)
-
-
-PIPE_COLUMNS = ["cuBLAS FP16 (FP16 weights)", "tinygemm (_weight_int4pack_mm, bf16)", "Marlin", "(07) W4A16",
-                "(10) W4A16, fragment order"]
-
-
-def pipe_markdown() -> str:
-    """Lesson 10's table: its kernel against cuBLAS FP16, tinygemm, Marlin and lesson 07's W4A16, per shape and M."""
-    sec = load(10, "table", prefer_local=False)
-    by = {}
-    for r in sec["rows"]:
-        by.setdefault((r["shape"][2], r["shape"][1], r["shape"][0]), {})[r["op"]] = r
-    names = {"cuBLAS FP16 (FP16 weights)": "cuBLAS FP16", "tinygemm (_weight_int4pack_mm, bf16)": "tinygemm (bf16)",
-             "Marlin": "Marlin", "(07) W4A16": "07 W4A16", "(10) W4A16, fragment order": "10 W4A16"}
-    out = ["| K × N | M | " + " | ".join(names[c] for c in PIPE_COLUMNS)
-           + " | 10 % copy bw | 10 vs cuBLAS | 10 vs 07 | 10 vs Marlin |",
-           "|---|---:|" + "---:|" * (len(PIPE_COLUMNS) + 4)]
-    for (K, N, M), ops in by.items():
-        d = ops["(10) W4A16, fragment order"]
-        cell = lambda c: f"{ops[c]['us']:,.1f}" if c in ops else "–"
-        out.append(f"| {K} × {N} | {M} | " + " | ".join(cell(c) for c in PIPE_COLUMNS)
-                   + f" | {_pct(d):.1f}% | {d['speedup_vs_cublas']:.2f}× | "
-                   f"{ops['(07) W4A16']['us'] / d['us']:.2f}× | {_times(d, 'speedup_vs_marlin')} |")
-    out.append(f"\nµs, median; weights rotated past L2. Measured on {env_line(sec)}.")
-    return "\n".join(out)
-
-
-WGMMA_COLUMNS = {"cuBLAS FP16 (FP16 weights)": "cuBLAS FP16", "Marlin": "Marlin", "(07) W4A16": "07 W4A16",
-                 "(10) W4A16, mma.sync": "10 W4A16 (mma.sync)", "(12) W4A16, TMA + wgmma": "12 W4A16 (TMA + wgmma)"}
-
-
-def wgmma_markdown() -> str:
-    """Lesson 12's table: the TMA + wgmma kernel against cuBLAS FP16, Marlin and lessons 07 and 10, per shape and M."""
-    sec = load(12, "table", prefer_local=False)
-    by = {}
-    for r in sec["rows"]:
-        by.setdefault((r["shape"][2], r["shape"][1], r["shape"][0]), {})[r["op"]] = r
-    ours = "(12) W4A16, TMA + wgmma"
-    out = ["| K × N | M | " + " | ".join(WGMMA_COLUMNS.values()) + " | 12 TFLOP/s | 12 vs cuBLAS | 12 vs 10 | 12 vs Marlin |",
-           "|---|---:|" + "---:|" * (len(WGMMA_COLUMNS) + 4)]
-    for (K, N, M), ops in by.items():
-        d = ops[ours]
-        cell = lambda c: f"{ops[c]['us']:,.1f}" if c in ops else "–"
-        out.append(f"| {K} × {N} | {M} | " + " | ".join(cell(c) for c in WGMMA_COLUMNS)
-                   + f" | {d['tflops']:.0f} | {d['speedup_vs_cublas']:.2f}× | {d['speedup_vs_10']:.2f}× "
-                   f"| {_times(d, 'speedup_vs_marlin')} |")
-    out.append(f"\nµs, median; weights rotated past L2. Measured on {env_line(sec)}.")
-    return "\n".join(out)
 
 
 def stream_fit(rows: list[dict], key: str) -> tuple[float, float]:
@@ -521,11 +477,11 @@ def stream_markdown() -> str:
                    f"{pct(n, ldg['per_call_us'])} | {pct(n, blk['per_call_us'])} | {pct(n, cub['chain_us'])} | "
                    f"{pct(n, plain['chain_us'])} | {pct(n, pdl['chain_us'])} | {cell(g(lambda v: v.startswith('cuBLAS')))} | "
                    f"{cell(g(lambda v: not v.startswith('cuBLAS') and 'PDL' not in v))} | {cell(g(lambda v: 'PDL' in v))} |")
-    out.append(f"\nµs (in brackets: % of lesson 00's {bw:,.0f} GB/s copy bandwidth). Kernels that only read (`tools/stream_probe.cu`), "
-               "the best of each kind over grid sizes, loads in flight and ring depths. Per call: CUDA events around each "
-               "call, as every table of the course; chain: 20 back-to-back calls between two events, per call; graph: 20 "
-               f"or more calls replayed from one CUDA graph, per call; PDL: programmatic dependent launch. Measured on "
-               f"{env_line(sec)}.")
+    out.append(f"\nµs (in brackets: % of lesson 00's {bw:,.0f} GB/s copy bandwidth). Kernels that only read (lesson 12's "
+               "read probe), the best of each kind over grid sizes, loads in flight and ring depths. Per call: CUDA events "
+               "around each call, as every table of the course; chain: 20 back-to-back calls between two events, per call; "
+               "graph: 20 or more calls replayed from one CUDA graph, per call; PDL: programmatic dependent launch. "
+               f"Measured on {env_line(sec)}.")
     fits = [stream_fit(sec["rows"], k) for k in ("per_call_us", "chain_us", "graph_us")]
     out.append(f"\nA line t = a + bytes / B through the two largest sizes' best plain reads: a = {fits[0][0]:.1f} µs per "
                f"call, {fits[1][0]:.1f} chained, {fits[2][0]:.1f} in a graph (what of each call is not bytes), B = "
@@ -575,39 +531,92 @@ def decode_accuracy_markdown(prefer_local: bool = False) -> str:
     return "\n".join(out)
 
 
-README_TABLES = {
+# ----------------------------------------------------------------------------------------------
+# The lessons' headline results: one line per lesson
+
+def _headline(lesson: int) -> str:
+    """One lesson's headline result, from its recorded rows: a stored "headline" view ({"section", "ours", "base",
+    "shape"}: ours against base at one shape) where its benchmark module stores one, else the lesson's own kind of
+    result (the best kernel of a bench.compare section against its baseline, bytes per weight, tokens per second)."""
+    data = load(lesson, prefer_local=False)
+    for name, sec in data["sections"].items():
+        h = (sec.get("views") or {}).get("headline")
+        if h:
+            rows = {(r.route, r.shape): r for r in rows_of(sec)}
+            s = tuple(h["shape"])
+            o, b = rows[(h["ours"], s)], rows[(h["base"], s)]
+            return (f"{o.op}: {o.us:,.1f} µs at M = {s[0]}, K × N = {s[2]} × {s[1]}, {b.us / o.us:.2f}× "
+                    f"{b.op} ({_pct(o):.0f}% of copy bandwidth)")
+    if lesson == 5:
+        mem = {r["format"]: r for r in data["sections"]["memory"]["rows"]}
+        f16, i4 = mem["FP16"], mem["INT4 sym group 128"]
+        return (f"INT4 group 128: {i4['bits_per_weight']:.3f} bits per weight, {i4['MB']:.1f} MB against FP16's "
+                f"{f16['MB']:.1f} for 8192 × 8192, a decode floor of {i4['floor_us']:.1f} µs against {f16['floor_us']:.1f}")
+    if lesson == 11:
+        rows = data["sections"]["decode"]["rows"]
+        best = max((r for r in rows if r["batch"] == 1), key=lambda r: r["speedup_vs_fp16"])
+        return (f"{best['label']}: {best['tok_s']:,.0f} tok/s at batch 1, {best['speedup_vs_fp16']:.2f}× FP16 "
+                f"(a Llama-3-8B-shaped decode step in a CUDA graph)")
+    name = next(n for n in data["sections"] if n.startswith("bench"))
+    rows = rows_of(data["sections"][name])
+    big = max({r.shape for r in rows}, key=lambda s: (len(s), s))
+    at = [r for r in rows if r.shape == big and r.route != r.baseline]
+    best = max(at, key=lambda r: r.extra["pct_baseline"])
+    base = next(r.op for r in rows if r.route == best.baseline)
+    return f"{best.op}: {best.extra['pct_baseline']:.1f}% of {base} at {best.extra['desc']}"
+
+
+def headline_markdown(lessons=range(13)) -> str:
+    """The lessons table's headline column: one line per lesson with its headline result from results/."""
+    out = ["| lesson | headline result (reference GPU) |", "|---|---|"]
+    for lesson in lessons:
+        try:
+            out.append(f"| {lesson:02d} | {_headline(lesson)} |")
+        except (FileNotFoundError, KeyError, StopIteration, ValueError) as e:
+            out.append(f"| {lesson:02d} | (not recorded yet: {e}) |")
+    return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------------------------
+# The generated Markdown
+
+TABLES = {
     "ceilings": ceilings_markdown,
-    "ladder": lambda: ladder_markdown([(1, "bench"), (2, "bench"), (3, "bench")], "M=4096 N=4096 K=4096",
-                                      "cuBLAS FP32"),
+    "ladder": lambda: ladder_markdown([(1, "bench"), (2, "bench"), (3, "bench")], "M=4096 N=4096 K=4096"),
     "04_f16": lambda: bench_markdown(4, "bench_f16"),
     "04_s8": lambda: bench_markdown(4, "bench_s8"),
     "04_mma_peak": mma_peak_markdown,
-    "06_w8a16": w8a16_markdown,
-    "06_w8a16_tiles": w8a16_tiles_markdown,
-    "06_w8a8": w8a8_markdown,
-    "07_w4a16": w4a16_markdown,
-    "07_w4a16_tiles": w4a16_tiles_markdown,
-    "08_nf4": nf4_markdown,
+    "06_w8a16": lambda: view_markdown(6, "table"),
+    "06_w8a16_tiles": lambda: view_markdown(6, "table", "tiles"),
+    "06_w8a8": lambda: view_markdown(6, "table", "w8a8"),
+    "07_w4a16": lambda: view_markdown(7, "table"),
+    "07_w4a16_tiles": lambda: view_markdown(7, "table", "tiles"),
+    "08_nf4": lambda: view_markdown(8, "dequant") + "\n\n" + view_markdown(8, "gemv"),
     "decode_graph": lambda: graph_markdown(ms=(1, 16), shapes=((8192, 8192), (4096, 14336), (14336, 4096))),
-    "10_graph": lambda: graph_markdown((10,), ms=(1, 16, 32)),
-    "09_w4a8": w4a8_markdown,
+    "09_w4a8": lambda: view_markdown(9, "table"),
     "09_graph": lambda: graph_markdown((9,)),
-    "10_ladder": pipe_ladder_markdown,
-    "10_w4a16": pipe_markdown,
+    "10_ladder": lambda: view_markdown(10, "ladder"),
+    "10_w4a16": lambda: view_markdown(10, "table"),
+    "10_graph": lambda: graph_markdown((10,), ms=(1, 16, 32)),
     "11_decode": decode_markdown,
     "11_accuracy": decode_accuracy_markdown,
     "12_stream": stream_markdown,
-    "12_wgmma": wgmma_markdown,
+    "12_wgmma": lambda: view_markdown(12, "table"),
     "12_graph": lambda: graph_markdown((12,), ms=(1, 16, 32)),
+    "lessons": headline_markdown,
 }
 
 
-def update_readme(path: Path = build.ROOT / "README.md", check: bool = False) -> bool:
-    """Rewrite each `<!-- table:NAME -->…<!-- /table:NAME -->` block from the recorded results.
-    With check=True, only report whether the README is up to date."""
+def update_markdown(path: Path = DOCS, check: bool = False) -> bool:
+    """Rewrite each `<!-- table:NAME -->…<!-- /table:NAME -->` block of `path` from the recorded results. With
+    check=True, only report whether the file is up to date (True: it is); else whether it changed. A block whose
+    NAME has no table is an error, not a silently stale block."""
     text = path.read_text()
+    unknown = set(re.findall(r"<!-- table:([^ ]+) -->", text)) - set(TABLES)
+    if unknown:
+        raise KeyError(f"{path.name}: no generated table named {sorted(unknown)} (harness.results.TABLES)")
     new = text
-    for name, fn in README_TABLES.items():
+    for name, fn in TABLES.items():
         pat = re.compile(rf"(<!-- table:{name} -->).*?(<!-- /table:{name} -->)", re.S)
         if pat.search(new):
             try:
@@ -621,20 +630,25 @@ def update_readme(path: Path = build.ROOT / "README.md", check: bool = False) ->
     return new != text
 
 
-def save_figure(fig, lesson: int | str, name: str) -> Path:
-    """Write a figure to build/plots/<lesson>_<name>.png (for slides and the course report)."""
-    d = build.ROOT / "build" / "plots"
-    d.mkdir(parents=True, exist_ok=True)
-    p = d / f"{int(lesson):02d}_{name}.png"
-    fig.savefig(p, dpi=130, bbox_inches="tight")
-    return p
+GENERATED = (DOCS, build.ROOT / "README.md")  # the files with generated blocks
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] != ["docs"]:
+        print("usage: python -m harness.results docs [--check]   (regenerates the tables of docs/results.md and README.md)")
+        return 2
+    check = "--check" in argv
+    ok = True
+    for p in GENERATED:
+        if not p.exists():
+            continue
+        r = update_markdown(p, check=check)
+        ok &= r if check else True
+        rel = p.relative_to(build.ROOT)
+        print(f"{rel}: " + (("up to date" if r else "out of date") if check else ("updated" if r else "already up to date")))
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["readme"]:
-        changed = update_readme(check="--check" in sys.argv)
-        print("README tables", ("up to date" if changed else "out of date") if "--check" in sys.argv
-              else ("updated" if changed else "already up to date"))
-        sys.exit(0 if ("--check" not in sys.argv or changed) else 1)
-    print("usage: python -m harness.results readme [--check]")
-
+    sys.exit(main())

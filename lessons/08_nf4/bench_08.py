@@ -1,0 +1,165 @@
+"""Lesson 08's benchmark, inputs rotated past L2: the NF4 dequantize kernels (codebook in global memory, decision
+tree, shared memory, registers with shuffles, a table of pairs) against PyTorch's lookup (harness.quant), bitsandbytes'
+own kernel (harness.baselines.bnb, on the same bytes), a kernel that moves the same bytes without decoding them
+(lesson 12's read probe: the floor of the lesson's loop) and the copy bandwidth; then the fused NF4 GEMV (on
+bitsandbytes' row-major bytes, on the same bytes in 16-row tiles, repacked before timing, and on those tiles with the
+absmax double-quantized as bitsandbytes' compress_statistics does) against cuBLAS FP16,
+dequantize + cuBLAS, bitsandbytes' matmul_4bit and lesson 07's W4A16 GEMV, each call timed on its own and replayed
+from a CUDA graph (bench.graph_fn, column graph_us: a decode step as a serving engine runs it). With --record the
+rows go to build/results/08.json (results/08.json with COURSE_RECORD=1), sections "dequant" and "gemv".
+--exercises times your kernels/ file for lesson 08; lesson 07's GEMV always comes from solutions/.
+
+    python lessons/08_nf4/bench_08.py [--exercises] [--record]
+"""
+import argparse
+
+import torch
+
+from harness import bench, build, catalog, quant, results, roofline
+from harness.baselines import bnb
+
+SHAPES = [(4096, 4096), (14336, 4096), (8192, 8192)]  # N × K
+CUBLAS = results.CUBLAS_FP16
+TORCH = results.register("nf4.torch", "PyTorch (harness.quant)")
+KERNELS = {results.register(f"nf4.{k.launcher}", k.label, k.label.replace("08 NF4 dequantize, ", "")): k
+           for k in catalog.kernels(8) if k.problem is catalog.DEQUANT_NF4}
+GLOBAL, TREE, SMEM = "nf4.dequant_nf4_global", "nf4.dequant_nf4_branchy", "nf4.dequant_nf4_smem"
+BNB_DEQUANT = results.register("bnb.dequantize_4bit", bnb.DEQUANT_OP)
+FLOOR = results.register("nf4.floor", "the same bytes, no decoding (floor)")
+DEQ = results.register("nf4.dequant_cublas", "dequantize NF4 + cuBLAS")
+GEMV = results.register("nf4.gemv", "(08) fused NF4 GEMV")
+GEMV_TILES = results.register("nf4.gemv_tiles", "(08) fused NF4 GEMV, 16-row tiles")
+GEMV_DQ = results.register("nf4.gemv_tiles_dq", "(08) fused NF4 GEMV, tiles, double-quantized absmax")
+W4A16 = results.register("w4a16_07_int4", "(07) fused W4A16 (INT4 weights)")
+BNB_LINEAR = results.register("bnb.matmul_4bit", bnb.LINEAR_OP)
+
+VIEWS = {
+    "dequant": {
+        "main": {"columns": [TORCH, *KERNELS, BNB_DEQUANT, FLOOR], "cell": "us_pct",
+                 "derived": [["vs", SMEM, BNB_DEQUANT], ["vs", SMEM, TREE], ["vs", FLOOR, TREE]],
+                 "note": "NF4 → FP16, µs (% of copy bandwidth); packed input rotated past L2; bitsandbytes' kernel on "
+                         "the same bytes; the floor moves the same bytes through the same loop with no decoding, so no "
+                         "kernel of this loop is faster than the tree by more than the last column."}},
+    "gemv": {
+        "main": {"columns": [CUBLAS, DEQ, GEMV, GEMV_TILES, GEMV_DQ, W4A16, BNB_LINEAR],
+                 "derived": [["vs", GEMV, CUBLAS], ["vs", GEMV_TILES, GEMV], ["vs", GEMV_TILES, CUBLAS],
+                             ["pct", GEMV_TILES], ["vs", GEMV_TILES, BNB_LINEAR], ["vs", GEMV_DQ, CUBLAS]],
+                 "note": "µs, median; weights rotated past L2; the two NF4 GEMVs are the same arithmetic on the same "
+                         "bytes in two orders (on tiles at M ≤ 8, where a shape has more units of 16 outputs than "
+                         "blocks fit at once, one generation of blocks computes them all: lesson 08, section 5); "
+                         "bitsandbytes' matmul_4bit runs the kernel the library picks for the shape and GPU; "
+                         "double-quantized: the same weights with each absmax an 8-bit code (bitsandbytes' "
+                         "compress_statistics), 4.13 bits per weight instead of 4.5."},
+        "graph": {"kernels": {GEMV_TILES: "08 NF4", GEMV_DQ: "08 NF4, double-quantized"},
+                  "vs": {"cuBLAS FP16": CUBLAS, "dequantize + cuBLAS": DEQ, "bitsandbytes": BNB_LINEAR}},
+        "headline": {"ours": GEMV_TILES, "base": CUBLAS, "shape": [1, 8192, 8192]}},
+}
+
+
+def _stream_probe():
+    """Lesson 12's read probe's CUDA file (its kernels move bytes without decoding them)."""
+    found = sorted(build.ROOT.glob("lessons/12_*/stream_probe.cu")) + sorted(build.ROOT.glob("*/stream_probe.cu"))
+    if not found:
+        raise FileNotFoundError("lesson 12's stream_probe.cu was not found")
+    return found[0]
+
+
+def run(*, solution: bool = True, record: bool = False, verbose: bool = True) -> dict:
+    """Time the dequantize kernels, then the GEMVs, each in one run; returns {"dequant": rows, "gemv": rows}
+    (results.Row), recorded with record=True."""
+    mod = build.load(8, "nf4", solution=solution)
+    prob = catalog.DEQUANT_NF4
+    ops = {route: prob.bind(getattr(mod, k.launcher), k.label) for route, k in KERNELS.items()}
+
+    def torch_nf4(packed, absmax, codebook):  # PyTorch ops: index the codebook, scale, cast
+        N, K = packed.shape[0], packed.shape[1] * 2
+        return quant.NF4Weight(packed.reshape(-1), absmax.reshape(-1), (N, K), prob.block).dequantize().half()
+
+    bw = roofline.ceilings()["copy_GBps"]
+    probe = build.load_file(_stream_probe(), solution=True)  # the floor's kernel (lesson 12's read probe)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    no_bnb = bnb.unavailable()
+    if no_bnb:
+        print(f"bitsandbytes is not timed: {no_bnb}")
+    rows = []
+    for shape in SHAPES:
+        # the packed input is 0.56 of the 2.56 bytes per weight bytes() counts: rotate enough of it past L2
+        sets = bench.input_sets(prob, shape, l2_multiple=14)
+        timed = {TORCH: bench.time_fn(torch_nf4, sets, reps=50)}
+        timed.update({route: bench.time_fn(op, sets, reps=50) for route, op in ops.items()})
+        if not no_bnb:
+            timed[BNB_DEQUANT] = bench.time_fn(bnb.dequant_op, sets, reps=50)
+        # The floor of the lesson's loop: the same bytes in and out with no decoding (the faster of two grid caps).
+        words, out = shape[0] * shape[1] // 8, torch.empty(shape[0] * shape[1] * 2, dtype=torch.uint8, device="cuda")
+        timed[FLOOR] = min(
+            (bench.time_fn(lambda q, am, cb, g=min(-(-words // 1024), cap * sms): probe.expand(q, am, out, words, g),
+                           sets, reps=50) for cap in (8, 16)), key=lambda t: t.median_us)
+        base = timed[GLOBAL].median_us
+        vs_bnb = timed.get(BNB_DEQUANT)
+        for route, t in timed.items():
+            extra = dict(desc=prob.describe(shape), gbs=round(prob.bytes(shape) / t.median_us / 1e3, 1),
+                         pct_copy_bw=round(100 * prob.bytes(shape) / bw / 1e3 / t.median_us, 1),
+                         speedup_vs_global=round(base / t.median_us, 2))
+            if vs_bnb:
+                extra["speedup_vs_bnb"] = round(vs_bnb.median_us / t.median_us, 2)
+            rows.append(results.Row.measured(route, shape, t.median_us, None, prob.bytes(shape), None, GLOBAL, **extra))
+        if verbose:
+            print(f"N={shape[0]} K={shape[1]}: {len(timed)} dequantize routes timed", flush=True)
+    if record:
+        print("recorded in", results.record(8, "dequant", rows, views=VIEWS["dequant"]).relative_to(build.ROOT))
+
+    # The fused GEMV against cuBLAS FP16 on FP16 weights, PyTorch's route (our dequantize, then cuBLAS) and lesson
+    # 07's W4A16 GEMV on INT4 weights of the same size.
+    lin, p4 = catalog.NF4_LINEAR, catalog.W4A16
+    fused, fused_tiles = lin.bind(mod.gemv_nf4), catalog.NF4_TILES.bind(mod.gemv_nf4_tiles)
+    fused_dq = catalog.NF4_TILES_DQ.bind(mod.gemv_nf4_tiles_dq)
+    deq = prob.bind(mod.dequant_nf4_pairs)
+    w4 = p4.bind(build.load(7, "w4a16", solution=True).linear_w4a16)  # lesson 07's: the solution
+    grows = []
+    for N, K in ((4096, 14336), (14336, 4096), (8192, 8192)):
+        for M in (1, 4, 16):
+            s = (M, N, K)
+            sets = bench.input_sets(lin, s)
+            tw = {id(q): quant.to_tiles(quant.NF4Weight(q.reshape(-1), am.reshape(-1), (N, K))) for _, q, am, _ in sets}
+            dqw = {id(q): quant.to_tiles(quant.double_quantize(quant.NF4Weight(q.reshape(-1), am.reshape(-1), (N, K))))
+                   for _, q, am, _ in sets}
+            tf = lambda op, sets: bench.time_fn(op, sets, reps=50, graph=True)
+            timed = {CUBLAS: tf(torch.nn.functional.linear, bench.input_sets(catalog.FP16, s)),
+                     DEQ: tf(lambda x, q, am, cb: torch.nn.functional.linear(x, deq(q, am, cb)), sets),
+                     GEMV: tf(fused, sets),
+                     GEMV_TILES: tf(lambda x, q, am, cb: fused_tiles(x, tw[id(q)]), sets),
+                     GEMV_DQ: tf(lambda x, q, am, cb: fused_dq(x, dqw[id(q)]), sets),
+                     W4A16: tf(w4, bench.input_sets(p4, s))}
+            if not no_bnb:
+                timed[BNB_LINEAR] = tf(bnb.linear_op, sets)
+            base = timed[CUBLAS].median_us
+            vs_bnb = timed.get(BNB_LINEAR)
+            for route, t in timed.items():
+                nbytes = {CUBLAS: catalog.FP16.bytes(s), W4A16: p4.bytes(s), GEMV_DQ: catalog.NF4_TILES_DQ.bytes(s)}.get(
+                    route, lin.bytes(s))
+                extra = dict(desc=lin.describe(s), gbs=round(nbytes / t.median_us / 1e3, 1),
+                             pct_copy_bw=round(100 * nbytes / bw / 1e3 / t.median_us, 1),
+                             speedup_vs_cublas=round(base / t.median_us, 2))
+                if vs_bnb:
+                    extra["speedup_vs_bnb"] = round(vs_bnb.median_us / t.median_us, 2)
+                grows.append(results.Row.measured(route, s, t.median_us, t.graph_us, nbytes, lin.flops(s), CUBLAS, **extra))
+                if t.graph_error:
+                    print(f"  {results.name(route)}: not timed in a CUDA graph: {t.graph_error}")
+            if verbose:
+                print(f"M={M} N={N} K={K}: {len(timed)} GEMV routes timed", flush=True)
+    if record:
+        print("recorded in", results.record(8, "gemv", grows, views=VIEWS["gemv"]).relative_to(build.ROOT))
+    return {"dequant": rows, "gemv": grows}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--exercises", action="store_true", help="time your kernels/ file for lesson 08, not the solution")
+    ap.add_argument("--record", action="store_true")
+    a = ap.parse_args(argv)
+    for section, rows in run(solution=not a.exercises, record=a.record).items():
+        print("\n" + results.view_markdown(8, section, sec=results.this_run(rows, VIEWS[section])))
+
+
+if __name__ == "__main__":
+    main()
