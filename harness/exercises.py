@@ -101,9 +101,20 @@ def _skeleton(text: str, path: Path):
     return "".join(outs), ids
 
 
+def solution_only() -> list[Path]:
+    """Solution files with no stub by design: the lessons' fast kernels (catalog stub=False)."""
+    from .catalog import solution_only as files
+    found = []
+    for lesson, stem in sorted(files()):
+        found += sorted(SOL.glob(f"{lesson:02d}_*/{stem}.cu"))
+    return found
+
+
 def pairs():
+    """(solution file, its stub in kernels/) for every solution file that has a stub."""
+    skip = set(solution_only())
     for sol in sorted(SOL.rglob("*")):
-        if sol.is_file() and "__pycache__" not in sol.parts and sol.suffix != ".pyc":
+        if sol.is_file() and "__pycache__" not in sol.parts and sol.suffix != ".pyc" and sol not in skip:
             yield sol, EX / sol.relative_to(SOL)
 
 

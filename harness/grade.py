@@ -158,7 +158,7 @@ def _compile_once(solution: bool, lessons: list[int] | None) -> dict[tuple[int, 
     is then reported once for all its exercises, and the checks' children find the others in the cache."""
     failed = {}
     for k in catalog.kernels():
-        if (lessons and k.lesson not in lessons) or (k.lesson, k.file) in failed:
+        if (lessons and k.lesson not in lessons) or (k.lesson, k.file) in failed or not k.exercises:
             continue
         path = build.source_path(k.lesson, k.file, solution)
         try:
@@ -179,7 +179,7 @@ def grade(lessons: list[int] | None = None, solution: bool = False, sanitize: st
     broken = _compile_once(solution, lessons)
     rows = []
     for k in catalog.kernels():
-        if lessons and k.lesson not in lessons:
+        if (lessons and k.lesson not in lessons) or not k.exercises:  # nothing to grade (a fast kernel, a step to read)
             continue
         how = sanitize or k.stub_check
         out = broken.get((k.lesson, k.file)) or check_isolated(k.lesson, k.launcher, solution=solution,

@@ -10,6 +10,8 @@ FILES = sorted({(k.lesson, k.file) for k in catalog.kernels()})
 @pytest.mark.parametrize("solution", [False, True], ids=["stub", "solution"])
 @pytest.mark.parametrize("lesson, file", FILES, ids=[f"{l:02d}-{f}" for l, f in FILES])
 def test_compiles(lesson, file, solution):
+    if not solution and (lesson, file) in catalog.solution_only():
+        pytest.skip(f"{file}.cu is lesson {lesson:02d}'s fast kernel: it has no stub in kernels/")
     mod = build.load(lesson, file, solution=solution)
     launchers = {k.launcher for k in catalog.kernels(lesson) if k.file == file}
     assert launchers <= {e.name for e in mod.exports}
@@ -89,6 +91,8 @@ def test_w4a16_pipe_takes_the_copy_engine_on_sm90():
 @pytest.mark.gpu
 @pytest.mark.parametrize("k", catalog.kernels(), ids=IDS)
 def test_stub_fails_helpfully(k):
+    if not k.exercises:
+        pytest.skip(f"{k.launcher} holds no exercise: its code is given, not written (or it has no stub)")
     _runs_here(k)
     if k.stub_check != "check":  # a race can give right values: the sanitizer must catch it
         out = grade.check_isolated(k.lesson, k.launcher, solution=False, sanitize=k.stub_check)
