@@ -12,12 +12,13 @@ METRICS = STALLS + ["sm__warps_active.avg.pct_of_peak_sustained_active", "smsp__
                     "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum", "smsp__inst_executed_op_shared_ld.sum",
                     "dram__bytes_read.sum", "lts__t_sector_hit_rate.pct", "gpu__time_duration.sum", "launch__registers_per_thread"]
 flags = sys.argv[1:]
-p = nsight.profile(3, "probe", kernel="gemm_regtile", metrics=METRICS, launch_count=2, setup=f"""
+p = nsight.profile(3, "probe", kernel="regtile", metrics=METRICS, launch_count=2, setup=f"""
 from harness import build, catalog
-mod = build.load(3, solution=True, extra_cuda_flags={flags!r})
+mod = build.load(3, "regtile_fast", solution=True, extra_cuda_flags={flags!r})
+teach = build.load(3, "regtile_gemm", solution=True)
 prob = catalog.FP32
 x, W = prob.make_inputs((4096, 4096, 4096))
-a, b = prob.bind(mod.gemm_regtile_db), prob.bind(mod.gemm_regtile_wide)
+a, b = prob.bind(teach.gemm_regtile_db), prob.bind(mod.gemm_regtile_wide)
 a(x, W); b(x, W)
 """, run="a(x, W); b(x, W)")
 print(p.table(METRICS))
