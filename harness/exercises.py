@@ -26,7 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .build import ROOT
+from .build import ROOT, lesson_dir
+from .catalog import solution_only as _solution_only
 
 SOL, EX = ROOT / "solutions", ROOT / "kernels"
 # `//` comments in .cu files, `#` in .py files (stub lines `#>`), `<!-- -->` in Markdown (the Nsight
@@ -103,9 +104,8 @@ def _skeleton(text: str, path: Path):
 
 def solution_only() -> list[Path]:
     """Solution files with no stub by design: the lessons' fast kernels (catalog stub=False)."""
-    from .catalog import solution_only as files
     found = []
-    for lesson, stem in sorted(files()):
+    for lesson, stem in sorted(_solution_only()):
         found += sorted(SOL.glob(f"{lesson:02d}_*/{stem}.cu"))
     return found
 
@@ -196,7 +196,6 @@ def main(argv: list[str]) -> int:
         print("\n".join(sync(force="--force" in argv)) or "nothing to do")
         return 0
     if cmd == "reset" and len(argv) > 1:
-        from .build import lesson_dir
         d = lesson_dir(argv[1], solution=True)
         print("\n".join(sync(force=True, only=d)) or "already the original stubs")
         return 0

@@ -1,11 +1,15 @@
 """Grade exercises, each check in a child process: a kernel that faults or hangs is reported with its
 lesson and exercise, and takes down neither the notebook nor the grading run.
 
-    python -m harness.grade [LESSON ...] [--solutions] [--sanitize memcheck|racecheck] [--timeout S]
+    python -m harness.grade [LESSON ...] [--solutions] [--sanitize memcheck|racecheck] [--no-racecheck] [--timeout S]
 
 In a notebook: `grade.check_isolated(lesson, launcher)` returns the same report as `check.check`, or says
 how the child died (an illegal address, a time-out) instead of leaving a dead CUDA context behind.
 With sanitize="memcheck" or "racecheck" the child runs under compute-sanitizer and its findings are shown.
+Races are looked for by default: an exercise whose kernel file uses shared memory is, once its check passes, checked
+again under compute-sanitizer racecheck on its small shapes (and synccheck where the file uses __syncwarp or barrier
+instructions), since a missing __syncthreads() can give right values in every run. Every kernel is built with
+-lineinfo, so a hazard is reported with the file and line of each access. --no-racecheck skips these runs.
 Without a GPU each kernel file is still compiled, so a compile error is reported; the checks are "not run".
 Exit status: 0 when every exercise passed, 1 when any failed (wrong results, a crash, a hang, a compile error),
 2 when none failed but some could not run (no GPU, no compute-sanitizer), 3 for a lesson that does not exist.
@@ -22,7 +26,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import build, catalog, exercises, problems, toolchain
+from . import build, catalog, check, exercises, problems, quant, toolchain
 
 PROBLEMS = {"linear": problems.Linear, "scale_add": problems.ScaleAdd}
 SMALL = {"linear": ((17, 33, 65), (64, 96, 256)), "scale_add": ((1000,), (4099,))}  # for sanitizer runs
@@ -36,6 +40,7 @@ class Outcome:
     status: str  # "pass", "fail", "crash", "timeout", "compile-error", "not-run"
     text: str
     findings: list[str] = field(default_factory=list)  # compute-sanitizer's, if it ran
+    notes: list[str] = field(default_factory=list)  # one-line remarks: what could not be looked for here
 
     @property
     def ok(self) -> bool:
@@ -60,19 +65,21 @@ def _child(argv: list[str]) -> int:
     a.add_argument("--lesson", type=int, help="take the problem from the catalog entry of this lesson's launcher")
     a.add_argument("--solution", action="store_true")
     a.add_argument("--small", action="store_true")
+    a.add_argument("--repeats", type=int, default=3)
     o = a.parse_args(argv)
-    from . import check
     try:
         mod = build.load_file(Path(o.file), solution=o.solution)
     except build.BuildError as e:
         print(MARK + json.dumps({"status": "compile-error", "text": str(e)}), flush=True)
         return 0
-    if o.lesson is not None:  # the catalog knows the launcher's problem (dtypes, formats, shapes)
-        prob = next(k.problem for k in catalog.kernels(o.lesson) if k.launcher == o.launcher)
+    entry = next((k for k in catalog.kernels(o.lesson) if k.launcher == o.launcher), None) \
+        if o.lesson is not None else None
+    if entry is not None:  # the catalog knows the launcher's problem (dtypes, formats, shapes)
+        prob = entry.problem
         small = prob.check_shapes[:2]
     else:
         prob, small = PROBLEMS[o.problem](), SMALL[o.problem]
-    res = check.check(prob, prob.bind(getattr(mod, o.launcher)), small if o.small else None)
+    res = check.check(prob, prob.bind(getattr(mod, o.launcher)), small if o.small else None, repeats=o.repeats)
     print(MARK + json.dumps({"status": "pass" if res.ok else "fail", "text": str(res)}), flush=True)
     return 0
 
@@ -114,7 +121,7 @@ def check_isolated(lesson: int | None = None, launcher: str | None = None, *, fi
         tool = _sanitizer()
         if tool is None:
             return Outcome(name, "not-run", "compute-sanitizer is not installed (it ships with the CUDA toolkit)")
-        cmd = [tool, "--tool", sanitize, "--print-limit", "20"] + cmd + ["--small"]
+        cmd = [tool, "--tool", sanitize, "--print-limit", "20"] + cmd + ["--small", "--repeats", "1"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(build.ROOT), os.environ.get("PYTHONPATH", "")]),
                PYTHONUNBUFFERED="1", COURSE_SYNC="1")
     try:
@@ -134,9 +141,68 @@ def check_isolated(lesson: int | None = None, launcher: str | None = None, *, fi
                        findings)
     r = json.loads(line[len(MARK):])
     status = r["status"]
-    if sanitize and status == "pass" and any("ERROR SUMMARY" in f or "Race" in f or "Invalid" in f for f in findings):
+    text = r["text"]
+    if sanitize and status == "pass" and any(re.search(r"ERROR SUMMARY|Race|Invalid|Barrier error|[Hh]azard", f)
+                                             for f in findings):
         status = "fail"  # right answers by luck: the sanitizer's hazards still fail the exercise
-    return Outcome(name, status, r["text"], findings)
+        text = (f"every value was right, but compute-sanitizer {sanitize} found "
+                + ("a race on shared memory (a missing or misplaced __syncthreads())" if sanitize == "racecheck"
+                   else "a misused barrier" if sanitize == "synccheck" else "errors")
+                + ":\n" + where(findings) + "\n" + text)
+    return Outcome(name, status, text, findings)
+
+
+def where(findings: list[str], context: int = 0) -> str:
+    """The source lines compute-sanitizer's findings name (file:line, from -lineinfo), each once, with its text."""
+    seen, out = set(), []
+    for f in findings:
+        for path, line in re.findall(r"(/[^\s:]+\.(?:cu|cuh|h)):(\d+)", f):
+            if (path, line) in seen:
+                continue
+            seen.add((path, line))
+            n = int(line)
+            try:
+                src = Path(path).read_text().splitlines()
+                text = src[n - 1].strip() if 0 < n <= len(src) else ""
+            except OSError:
+                text = ""
+            out.append(f"  {build._show(Path(path))}, line {n}: {text}")
+    return "\n".join(out[:8]) if out else "  (no source line in the report: was the file built with -lineinfo?)"
+
+
+# Tools that look for races, and when each applies to a kernel file.
+def race_tools(path: Path) -> list[str]:
+    """racecheck for a file that uses shared memory; synccheck too where it uses __syncwarp or barrier instructions
+    (whose misuse racecheck does not report)."""
+    try:
+        src = Path(path).read_text()
+    except OSError:
+        return []
+    if "__shared__" not in src:
+        return []
+    return ["racecheck"] + (["synccheck"] if re.search(r"__syncwarp|\bbar\.(sync|arrive)|\bbarrier\.sync", src) else [])
+
+
+def look_for_races(out: Outcome, lesson: int | None, launcher: str, *, file: Path, problem: str = "linear",
+                   solution: bool, timeout: float, skip: tuple = ()) -> Outcome:
+    """After a passing check, the same launcher under race_tools(file) on its small shapes: the first that finds
+    something makes the outcome; where nothing can run, the outcome gets a note that says so."""
+    if out.status == "not-run":
+        return out if not race_tools(file) else Outcome(out.name, out.status, out.text, out.findings,
+                                                         out.notes + ["races not looked for: no GPU here"])
+    if not out.ok:
+        return out
+    for tool in race_tools(file):
+        if tool in skip:
+            continue
+        r = check_isolated(lesson, launcher, file=file, problem=problem, solution=solution, timeout=timeout,
+                           sanitize=tool)
+        if r.status == "not-run":
+            return Outcome(out.name, out.status, out.text, out.findings,
+                           out.notes + ["races not looked for: compute-sanitizer is not installed"])
+        if not r.ok:
+            return r
+    return out
 
 
 def lessons_known() -> list[int]:
@@ -164,12 +230,12 @@ def _compile_once(solution: bool, lessons: list[int] | None) -> dict[tuple[int, 
         try:
             build.load_file(path, solution=solution)
         except build.BuildError as e:
-            failed[(k.lesson, k.file)] = Outcome(f"{path.relative_to(build.ROOT)}", "compile-error", str(e))
+            failed[(k.lesson, k.file)] = Outcome(build._show(path), "compile-error", str(e))
     return failed
 
 
 def grade(lessons: list[int] | None = None, solution: bool = False, sanitize: str | None = None,
-          timeout: float = 300) -> list[tuple[str, int, list[str], Outcome]]:
+          timeout: float = 300, races: bool = True) -> list[tuple[str, int, list[str], Outcome]]:
     """Every exercise of the given lessons, in lesson order: (exercise id, lesson, launchers, outcome of the worst).
     A file that does not compile gives all its exercises one shared compile-error outcome; the other files are
     graded all the same."""
@@ -184,10 +250,12 @@ def grade(lessons: list[int] | None = None, solution: bool = False, sanitize: st
         how = sanitize or k.stub_check
         out = broken.get((k.lesson, k.file)) or check_isolated(k.lesson, k.launcher, solution=solution,
                                                                timeout=timeout, sanitize=how if how != "check" else None)
+        if races and sanitize is None and out.status in ("pass", "not-run"):  # a race can give right values
+            out = look_for_races(out, k.lesson, k.launcher, file=build.source_path(k.lesson, k.file, solution),
+                                 solution=solution, timeout=timeout, skip=(k.stub_check,))
         for ex in k.exercises:
             rows.append((ex, k.lesson, [k.launcher], out))
     if not lessons or 5 in lessons:  # lesson 05's exercises are Python: checked in-process, on the CPU
-        from . import quant
         try:
             checks = quant.check_formats(build.load_python(5, "formats", solution=solution))
             for r in checks:
@@ -244,6 +312,9 @@ def main(argv=None) -> int:
     ap.add_argument("lessons", nargs="*", type=int)
     ap.add_argument("--solutions", action="store_true", help="grade solutions/ (a self-test of the course)")
     ap.add_argument("--sanitize", choices=["memcheck", "racecheck", "synccheck", "initcheck"])
+    ap.add_argument("--no-racecheck", action="store_true",
+                    help="do not run the checks of shared-memory kernels again under compute-sanitizer racecheck "
+                         "(and synccheck), which grading does by default")
     ap.add_argument("--timeout", type=float, default=300)
     a = ap.parse_args(argv)
     why = unknown_lessons(a.lessons)
@@ -251,7 +322,7 @@ def main(argv=None) -> int:
         print(f"grade: {why}", file=sys.stderr)
         return 3
     build.ANNOUNCE_COMPILES = True
-    rows = grade(a.lessons or None, a.solutions, a.sanitize, a.timeout)
+    rows = grade(a.lessons or None, a.solutions, a.sanitize, a.timeout, races=not a.no_racecheck)
     shown = set()
     for ex, lesson, launchers, out in rows:  # each problem once, with every exercise it concerns
         if out.ok or out.status == "not-run" or id(out) in shown:
@@ -271,6 +342,8 @@ def main(argv=None) -> int:
     print(f"\n{passed} passed, {failed} failed" + (f", {not_run} not run" if not_run else ""))
     if any(out.status == "not-run" and "compute-sanitizer" not in out.text for *_, out in rows):
         print(f"not run: their checks launch kernels, which {toolchain.NO_GPU_REASON}")
+    for note in dict.fromkeys(n for *_, out in rows for n in out.notes):  # each once
+        print(note)
     return 1 if failed else 2 if not_run else 0
 
 

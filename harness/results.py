@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import build, roofline, toolchain
+from . import bench, build, roofline, toolchain
 
 RECORDED = build.ROOT / "results"
 LOCAL = build.ROOT / "build" / "results"
@@ -165,7 +165,6 @@ def env_line(sec: dict) -> str:
 
 def show(lesson: int | str, section: str, *, prefer_local: bool = True) -> str:
     """The stored table of a section with the line saying where and with what it was measured."""
-    from . import bench
 
     sec = load(lesson, section, prefer_local=prefer_local)
     return f"Measured on {env_line(sec)}:\n{bench.table(sec['rows'])}"
