@@ -41,29 +41,26 @@ def test_recorded_results_exist_with_versions():
         assert sec["rows"] and all(r["us"] > 0 for r in sec["rows"])
 
 
-@pytest.mark.parametrize("lesson, section, table", [(7, "table", "w4a16_markdown"),
-                                                     (7, "table", "w4a16_tiles_markdown"),
-                                                     (10, "table", "pipe_markdown"), (12, "table", "wgmma_markdown")])
-def test_tables_without_marlin_show_a_dash(lesson, section, table, monkeypatch):
+@pytest.mark.parametrize("lesson, section, view", [(7, "table", "main"), (7, "table", "tiles"), (10, "table", "main"),
+                                                    (12, "table", "main")])
+def test_tables_without_marlin_show_a_dash(lesson, section, view):
     """A run where Marlin could not be built (no optimum-quanto) records no Marlin rows: its tables still render,
     with "–" in the Marlin cells, and every other number as recorded."""
-    real = results.load
-    full = getattr(results, table)()
-    sec = real(lesson, section, prefer_local=False)
-    rows = [{k: v for k, v in r.items() if k != "speedup_vs_marlin"} for r in sec["rows"] if r["op"] != "Marlin"]
+    marlin = bench.lesson_module(7).MARLIN
+    sec = results.load(lesson, section, prefer_local=False)
+    full = results.view_markdown(lesson, section, view, sec=sec)
+    rows = [r for r in sec["rows"] if r["route"] != marlin]
     assert len(rows) < len(sec["rows"]), "the recorded run has Marlin rows"
-    monkeypatch.setattr(results, "load",
-                        lambda *a, **k: dict(sec, rows=rows) if a[:2] == (lesson, section) else real(*a, **k))
-    text = getattr(results, table)()
+    text = results.view_markdown(lesson, section, view, sec=dict(sec, rows=rows))
     cells = lambda line: [c.strip() for c in line.strip().strip("|").split("|")]
     got = [cells(line) for line in text.splitlines() if line.startswith("| ")]
     want = [cells(line) for line in full.splitlines() if line.startswith("| ")]
     assert len(got) == len(want) > 2 and got[0] == want[0]
-    marlin = [i for i, h in enumerate(got[0]) if "Marlin" in h]
-    assert len(marlin) == 2  # Marlin's time and the speedup over it
+    marlin_cols = [i for i, h in enumerate(got[0]) if "Marlin" in h]
+    assert len(marlin_cols) == 2  # Marlin's time and the speedup over it
     for g, w in zip(got[2:], want[2:]):
-        assert all(g[i] == "–" != w[i] for i in marlin), (g, w)
-        assert [c for i, c in enumerate(g) if i not in marlin] == [c for i, c in enumerate(w) if i not in marlin]
+        assert all(g[i] == "–" != w[i] for i in marlin_cols), (g, w)
+        assert [c for i, c in enumerate(g) if i not in marlin_cols] == [c for i, c in enumerate(w) if i not in marlin_cols]
 
 
 def test_graph_table_reads_per_call_then_graph(monkeypatch):
@@ -71,18 +68,18 @@ def test_graph_table_reads_per_call_then_graph(monkeypatch):
     a baseline without a graph timing (or not run) shows "–"."""
     env = {"gpu": "G", "driver": "d", "torch": "t", "torch_cuda": "c", "nvcc": "n"}
     shape = [1, 8192, 8192]
-    row = lambda op, us, g, gbs=None: dict(op=op, shape=shape, us=us, graph_us=g, gbs=gbs or 100.0)
-    secs = {(6, "table"): dict(env=env, date="2026-11-23", rows=[row(results.W8A16_TILES_OP, 27.0, 24.0, 2500.0),
-                                              row("cuBLAS FP16 (FP16 weights)", 54.0, 50.0),
-                                              row("(b) unfused cuBLAS", 135.0, None)]),
-            (7, "table"): dict(env=env, date="2026-11-23", rows=[row(results.W4A16_TILES_OP, 16.0, 14.0, 2000.0),
-                                              row("cuBLAS FP16 (FP16 weights)", 48.0, 49.0),
-                                              row("tinygemm (_weight_int4pack_mm, bf16)", 24.0, 21.0),
-                                              row(results.W4A16_TILES_OP, 30.0, None) | dict(shape=[64, 8192, 8192])])}
-    monkeypatch.setattr(results, "load", lambda l, s=None, **k: secs[(l, s)])
+    row = lambda route, us, g, gbs=None: dict(route=route, op=route, shape=shape, us=us, graph_us=g, gbs=gbs or 100.0)
+    graph6 = {"kernels": {"k6": "06 W8A16"}, "vs": {"cuBLAS FP16": "cub", "dequantize + cuBLAS": "deq6"}}
+    graph7 = {"kernels": {"k7": "07 W4A16"}, "vs": {"cuBLAS FP16": "cub", "dequantize + cuBLAS": "deq7",
+                                                    "tinygemm": "tiny", "Marlin": "marlin"}}
+    secs = {6: dict(env=env, date="2026-11-23", views={"graph": graph6},
+                    rows=[row("k6", 27.0, 24.0, 2500.0), row("cub", 54.0, 50.0), row("deq6", 135.0, None)]),
+            7: dict(env=env, date="2026-11-23", views={"graph": graph7},
+                    rows=[row("k7", 16.0, 14.0, 2000.0), row("cub", 48.0, 49.0), row("tiny", 24.0, 21.0),
+                          row("k7", 30.0, None) | dict(shape=[64, 8192, 8192])])}
     monkeypatch.setattr(results, "_copy_GBps", lambda: 3000.0)
     lines = [[c.strip() for c in line.strip().strip("|").split("|")]
-             for line in results.graph_markdown((6, 7)).splitlines() if line.startswith("| ")]
+             for line in results.graph_markdown((6, 7), secs=secs).splitlines() if line.startswith("| ")]
     head, body = lines[0], lines[1:]  # (the |---| line is not read)
     assert head == ["kernel", "K × N", "M", "µs", "% copy bw", "vs cuBLAS FP16", "vs dequantize + cuBLAS", "vs tinygemm",
                     "vs Marlin"]
@@ -90,6 +87,60 @@ def test_graph_table_reads_per_call_then_graph(monkeypatch):
     assert body[0] == ["06 W8A16", "8192 × 8192", "1", "27.0 → 24.0", "83.3% → 93.8%", "2.00× → 2.08×", "–", "–", "–"]
     assert body[1] == ["07 W4A16", "8192 × 8192", "1", "16.0 → 14.0", "66.7% → 76.2%", "3.00× → 3.50×", "–",
                        "1.50× → 1.50×", "–"]
+
+
+def test_row_round_trip_keeps_every_key_and_number():
+    d = dict(route="r", op="R", shape=[1, 2, 3], us=1.5, graph_us=None, desc="M=1", speedup_vs_cublas=2.0)
+    row = results.Row.from_dict(d)
+    assert row.shape == (1, 2, 3) and row.extra == {"desc": "M=1", "speedup_vs_cublas": 2.0}
+    assert row.to_dict() == d
+    with pytest.raises(ValueError, match="route"):
+        results.Row.from_dict(dict(op="R", shape=[1], us=1.0))
+    r = results.Row("r", "R", (1, 4, 4), 2.0, bytes=4e3, flops=2e6)
+    assert r.gbs == pytest.approx(2.0) and r.tflops == pytest.approx(1.0)
+
+
+def test_route_names_are_registered_once():
+    assert results.register("test.route", "A test route") == "test.route"
+    results.register("test.route", "A test route")  # the same name again is fine
+    with pytest.raises(ValueError, match="already registered"):
+        results.register("test.route", "Another name")
+    with pytest.raises(ValueError, match="route id"):
+        results.register("Has Spaces", "x")
+    with pytest.raises(KeyError, match="not registered"):
+        results.name("test.nothing")
+
+
+@pytest.mark.parametrize("lesson", [6, 7, 8, 9, 10, 12])
+def test_recorded_sections_store_their_modules_views(lesson):
+    """Each recorded section renders from the views its lesson's benchmark module defines, and every row's route
+    has the name the registry gives it (one name per route, in one place)."""
+    mod = bench.lesson_module(lesson)
+    data = results.load(lesson, prefer_local=False)
+    for name, sec in data["sections"].items():
+        if not sec.get("views"):
+            continue
+        views = mod.VIEWS[name] if name in mod.VIEWS else mod.VIEWS
+        assert sec["views"] == views, f"lesson {lesson:02d}, {name}: re-record, or migrate the stored views"
+        for r in sec["rows"]:
+            assert results.name(r["route"]) == r["op"], r
+        for view in views:
+            if view not in ("graph", "headline"):
+                assert "| " in results.view_markdown(lesson, name, view, sec=sec)
+
+
+def test_lesson_module_by_number():
+    mod = bench.lesson_module(7)
+    assert mod is bench.lesson_module(7) and mod.__file__.endswith("lessons/07_fused_int4/bench_07.py")
+    assert callable(mod.run) and callable(mod.main)
+    with pytest.raises(FileNotFoundError, match="lesson 05"):
+        bench.lesson_module(5)
+
+
+def test_headline_table_has_a_line_per_lesson():
+    lines = results.headline_markdown().splitlines()
+    assert len(lines) == 2 + 13 and not any("not recorded" in l for l in lines), lines
+    assert "× cuBLAS FP16" in lines[2 + 7]
 
 
 def test_stream_fit_recovers_the_line_and_skips_cublas_and_pdl():
@@ -116,22 +167,33 @@ def test_stream_fit_recovers_the_line_and_skips_cublas_and_pdl():
     (a1, b1), (a2, _), (a3, _) = fits  # prose written by hand quotes them: re-recording the probe must update it
     nb = json.loads((build.ROOT / "lessons" / "12_hopper_wgmma" / "12_hopper_wgmma.ipynb").read_text())
     prose = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
-    readme = " ".join((build.ROOT / "README.md").read_text().split())
+    docs = " ".join(results.DOCS.read_text().split())
     for quote in (f"B = {b1:.2f} TB/s and a = {a1:.1f} µs", f"a = {a2:.1f} µs back to back and {a3:.1f} µs in a graph",
                   f"Section 1: {a1:.1f} µs of a"):
         assert quote in " ".join(prose.split()), f"lesson 12's prose does not quote the stored fit: {quote!r}"
     for quote in (f"{a1:.1f} µs of each call is launch and ramp", f"{a3:.1f} µs of fixed cost left"):
-        assert quote in readme, f"the README does not quote the stored fit: {quote!r}"
+        assert quote in docs, f"docs/results.md does not quote the stored fit: {quote!r}"
 
 
-def test_readme_tables_are_generated_from_results():
-    assert results.update_readme(check=True), "README tables are stale: run python -m harness.results readme"
+def test_docs_tables_are_generated_from_results():
+    """docs/results.md (and any generated block left in the README) is what the recorded results render to."""
+    assert "<!-- table:07_w4a16 -->" in results.DOCS.read_text()
+    for p in results.GENERATED:
+        if p.exists():
+            assert results.update_markdown(p, check=True), f"{p.name}'s tables are stale: run python -m harness.results docs"
+
+
+def test_a_generated_block_without_a_table_is_an_error(tmp_path):
+    p = tmp_path / "x.md"
+    p.write_text("<!-- table:no_such -->\n<!-- /table:no_such -->\n")
+    with pytest.raises(KeyError, match="no_such"):
+        results.update_markdown(p, check=True)
 
 
 def test_markdown_tables_are_not_cut_by_a_blank_line():
     """A blank line ends a Markdown table: rows after it render as a paragraph of pipes (the lessons table once lost
     lessons 11 and 12 that way). A table row after a blank line must start a new table (a header and its |---| line)."""
-    texts = [("README.md", (build.ROOT / "README.md").read_text())]
+    texts = [(p.name, p.read_text()) for p in (build.ROOT / "README.md", results.DOCS)]
     texts += [(p.parent.name + "/nsight.md", p.read_text()) for p in sorted((build.ROOT / "solutions").glob("*/nsight.md"))]
     for nb in sorted((build.ROOT / "lessons").glob("*/[0-9][0-9]_*.ipynb")):
         cells = json.loads(nb.read_text())["cells"]

@@ -1,7 +1,7 @@
 """Lesson 08's benchmark, inputs rotated past L2: the NF4 dequantize kernels (codebook in global memory, decision
 tree, shared memory, registers with shuffles, a table of pairs) against PyTorch's lookup (harness.quant), bitsandbytes'
 own kernel (harness.baselines.bnb, on the same bytes), a kernel that moves the same bytes without decoding them
-(lesson 12's read probe: the floor of the lesson's loop) and the copy bandwidth; then the fused NF4 GEMV (on
+(stream_probe.cu: the floor of the lesson's loop) and the copy bandwidth; then the fused NF4 GEMV (on
 bitsandbytes' row-major bytes, on the same bytes in 16-row tiles, repacked before timing, and on those tiles with the
 absmax double-quantized as bitsandbytes' compress_statistics does) against cuBLAS FP16,
 dequantize + cuBLAS, bitsandbytes' matmul_4bit and lesson 07's W4A16 GEMV, each call timed on its own and replayed
@@ -57,10 +57,10 @@ VIEWS = {
 
 
 def _stream_probe():
-    """Lesson 12's read probe's CUDA file (its kernels move bytes without decoding them)."""
-    found = sorted(build.ROOT.glob("lessons/12_*/stream_probe.cu")) + sorted(build.ROOT.glob("*/stream_probe.cu"))
-    if not found:
-        raise FileNotFoundError("lesson 12's stream_probe.cu was not found")
+    """The read probe's CUDA file (its kernels move bytes without decoding them)."""
+    found = sorted(build.ROOT.glob("lessons/*/stream_probe.cu"))
+    if len(found) != 1:
+        raise FileNotFoundError(f"expected one lessons/*/stream_probe.cu, found {found}")
     return found[0]
 
 
@@ -76,7 +76,7 @@ def run(*, solution: bool = True, record: bool = False, verbose: bool = True) ->
         return quant.NF4Weight(packed.reshape(-1), absmax.reshape(-1), (N, K), prob.block).dequantize().half()
 
     bw = roofline.ceilings()["copy_GBps"]
-    probe = build.load_file(_stream_probe(), solution=True)  # the floor's kernel (lesson 12's read probe)
+    probe = build.load_file(_stream_probe(), solution=True)  # the floor's kernel
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     no_bnb = bnb.unavailable()
     if no_bnb:
