@@ -20,12 +20,14 @@ def test_compiles(lesson, file, solution):
             assert r["spill_stores"] == 0, f"{kernel} spills registers on {arch}: {r}"
 
 
-TOOL_FILES = sorted(p for p in (build.ROOT / "tools").glob("*.cu") if p.name != "marlin_baseline.cu")  # test_marlin
+# the measurement kernels outside kernels/ and solutions/ (Marlin's launcher: tests/test_marlin.py)
+TOOL_FILES = sorted([*(build.ROOT / "dev").glob("*.cu"), build.ROOT / "lessons" / "04_tensor_cores" / "wmma_layout.cu",
+                     build.ROOT / "lessons" / "08_nf4" / "stream_probe.cu"])
 
 
 @pytest.mark.parametrize("path", TOOL_FILES, ids=[p.name for p in TOOL_FILES])
 def test_tool_kernels_compile(path):
-    """The measurement kernels behind tools/ (lesson 12's read probe) build everywhere too."""
+    """The measurement kernels of dev/ and the lessons' folders (lesson 12's read probe) build everywhere too."""
     mod = build.load_file(path, solution=True)
     assert mod.exports and all(r["spill_stores"] == 0 for per in mod.resources().values() for r in per.values())
 
@@ -109,18 +111,18 @@ def test_stub_fails_helpfully(k):
 @pytest.mark.gpu
 def test_wmma_fragment_layout_is_mma_sync_s():
     """Lesson 04's WMMA kernel fills fragments with ldmatrix and stores them from registers on sm_90 machine code,
-    relying on the layout tools/wmma_layout.cu measures: it must be mma.sync's, and mma_sync must read exactly the
+    relying on the layout lessons/04_tensor_cores/wmma_layout.cu measures: it must be mma.sync's, and mma_sync must read exactly the
     elements that layout defines (FP16 operands: x[0..7]; x[8..15] repeat them)."""
     import importlib.util
 
     import torch
-    spec = importlib.util.spec_from_file_location("wmma_layout", build.ROOT / "tools" / "wmma_layout.py")
+    spec = importlib.util.spec_from_file_location("wmma_layout", build.ROOT / "lessons" / "04_tensor_cores" / "wmma_layout.py")
     probe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(probe)
     cap = torch.cuda.get_device_capability()
     if cap != (9, 0):
         pytest.skip(f"the layout is relied on for sm_90 machine code only; this GPU is sm_{cap[0]}{cap[1]}")
-    mod = build.load_file(build.ROOT / "tools" / "wmma_layout.cu", solution=True)
+    mod = build.load_file(build.ROOT / "lessons" / "04_tensor_cores" / "wmma_layout.cu", solution=True)
     where, reads = probe.measure(mod)
     assert not probe.mismatches(where), "\n".join(probe.mismatches(where)[:10])
     assert reads[0].tolist() == reads[1].tolist() == [1] * 8 + [0] * 8, reads
@@ -129,14 +131,14 @@ def test_wmma_fragment_layout_is_mma_sync_s():
 
 @pytest.mark.gpu
 def test_floor_movers_carry_every_byte():
-    """Lesson 08's floor (tools/stream_probe.cu): `expand` and the bulk copy engine's `expand_bulk` write, per packed
+    """Lesson 08's floor (lessons/08_nf4/stream_probe.cu): `expand` and the bulk copy engine's `expand_bulk` write, per packed
     word, (word, its scale, word, word), every output written (poisoned first), with blocks that loop over several
     chunks; `expand_bulk` leaves a word count that is not a multiple of its chunk alone; `fill` writes every word."""
     import torch
     cap = torch.cuda.get_device_capability()
     if cap < (9, 0):
         pytest.skip(f"the bulk copy engine needs sm_90; this GPU is sm_{cap[0]}{cap[1]}")
-    mod = build.load_file(build.ROOT / "tools" / "stream_probe.cu", solution=True)
+    mod = build.load_file(build.ROOT / "lessons" / "08_nf4" / "stream_probe.cu", solution=True)
     gen = torch.Generator(device="cuda").manual_seed(3)
     for words, movers in ((5 * 1024, ("expand", 4, 8)), (1000, ("expand",))):
         q = torch.randint(-2**31, 2**31 - 1, (words,), dtype=torch.int32, device="cuda", generator=gen)

@@ -1,6 +1,6 @@
-"""Where WMMA keeps a 16×16 tile's elements (tools/wmma_layout.cu measures it on this GPU).
+"""Where WMMA keeps a 16×16 tile's elements (lessons/04_tensor_cores/wmma_layout.cu measures it on this GPU).
 
-    python tools/wmma_layout.py
+    python lessons/04_tensor_cores/wmma_layout.py
 
 Lesson 04's WMMA kernel fills fragments with ldmatrix and writes results from registers on sm_90, assuming the layout
 below: the same as mma.sync's m16n8k16 fragments (PTX ISA, "Matrix fragments for mma.m16n8k16"). This prints, for each

@@ -1,6 +1,6 @@
-"""Is lesson 08's dequantize floor the loop's or the DRAM's? (tools/stream_probe.cu has the kernels.)
+"""Is lesson 08's dequantize floor the loop's or the DRAM's? (lessons/08_nf4/stream_probe.cu has the kernels.)
 
-    python tools/probe_floor.py
+    python dev/probe_floor.py
 
 Moves a 4-bit dequantize kernel's bytes for lesson 08's three shapes (per packed word: 4 bytes and 1/8 of an FP32
 scale in, 16 bytes out), with no decoding, three ways: lesson 08's loop (`expand`, the floor in its table), the bulk
@@ -15,7 +15,7 @@ SHAPES = [(4096, 4096), (14336, 4096), (8192, 8192)]  # N × K, lesson 08's
 
 
 def main():
-    mod = build.load_file(build.ROOT / "tools" / "stream_probe.cu", solution=True)
+    mod = build.load_file(build.ROOT / "lessons" / "08_nf4" / "stream_probe.cu", solution=True)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     a = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
     b = torch.empty_like(a)

@@ -1,8 +1,8 @@
 """Lesson 04 tuning: build the tensor-core kernels with other tile configurations (-D macros), check
 each, and time them against cuBLAS FP16 and torch._int_mm in one run.
 
-    python tools/tune_tc.py [4096 8192] [-DMMA_BN=256 -DMMA_TB=64 ...]
-    python tools/tune_tc.py --ablate [--record]   what each part of the kernels' K loop costs
+    python dev/tune_tc.py [4096 8192] [-DMMA_BN=256 -DMMA_TB=64 ...]
+    python dev/tune_tc.py --ablate [--record]   what each part of the kernels' K loop costs
                                                   (--record: results/04.json, section "ablate", with
                                                   COURSE_RECORD=1; lesson 04's notebook shows it)
 

@@ -1,6 +1,6 @@
-"""How fast can a kernel read a decode-sized weight matrix? (tools/stream_probe.cu says why.)
+"""How fast can a kernel read a decode-sized weight matrix? (lessons/08_nf4/stream_probe.cu says why.)
 
-    python tools/probe_stream.py [--quick] [--record]   (--record: results/12.json, section "stream", with
+    python dev/probe_stream.py [--quick] [--record]   (--record: results/12.json, section "stream", with
                                                          COURSE_RECORD=1; lesson 12's notebook runs it)
 
 Times, in one run, buffers rotated past L2: pure-read kernels (16-byte loads with U in flight; the bulk copy
@@ -24,7 +24,7 @@ if "--quick" in sys.argv:
 
 
 def main():
-    mod = build.load_file(Path(__file__).with_name("stream_probe.cu"), solution=True)
+    mod = build.load_file(build.ROOT / "lessons" / "08_nf4" / "stream_probe.cu", solution=True)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     bw = roofline.ceilings()["copy_GBps"]
     # At least 8 buffers in rotation: with PDL several launches run at once, and two of them must never read the

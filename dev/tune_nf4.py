@@ -2,8 +2,8 @@
 NF4_PERSIST, NF4_LOAD_BRANCH), check each, and time it at decode shapes, weights rotated past L2, next to cuBLAS FP16
 on FP16 weights and lesson 07's W4A16 GEMV (the same bytes, INT4 instead of NF4) in the same run.
 
-    python tools/tune_nf4.py [-DNF4_SPREAD=1 ...]   the GEMV on bitsandbytes' layout (gemv_nf4)
-    python tools/tune_nf4.py --persist              the GEMV on 16-row tiles (gemv_nf4_tiles) at M <= 8: one
+    python dev/tune_nf4.py [-DNF4_SPREAD=1 ...]   the GEMV on bitsandbytes' layout (gemv_nf4)
+    python dev/tune_nf4.py --persist              the GEMV on 16-row tiles (gemv_nf4_tiles) at M <= 8: one
                                                     generation of looping blocks (shipped) against a block per unit,
                                                     32-output units, and the two forms of the loads' guard; per call
                                                     and in a CUDA graph, outputs compared bit for bit with shipped

@@ -1,6 +1,6 @@
 // How fast can one kernel read a weight matrix of decode size (8-134 MB) on this GPU? The decode kernels of
 // lessons 06-10 reach 58-80% of the copy bandwidth at M = 1, and cuBLAS reads 30-35 MB of FP16 weights at only
-// 65-69% of it (NOTES.md). This file reads bytes and nothing else, three ways, so tools/probe_stream.py can
+// 65-69% of it (NOTES.md). This file reads bytes and nothing else, three ways, so dev/probe_stream.py can
 // separate the cost of the read itself from the cost of the arithmetic:
 //   read_ldg    U 16-byte loads in flight per thread (ld.global.nc, L1 bypassed), a contiguous slice per block;
 //   read_bulk   one thread per block streams its slice through a ring of S shared-memory stages with the
@@ -17,7 +17,7 @@
 //   expand_bulk the same bytes moved by the bulk copy engine both ways: chunks of 1024 words and their scales
 //               into a ring of S stages, each chunk's 16 KB out from a shared-memory buffer (cp.async.bulk
 //               global ← shared, evict-first); the block's threads only rearrange. Is the floor the loop's or DRAM's?
-//   fill        the writes alone, in lesson 08's loop (tools/probe_floor.py times all three).
+//   fill        the writes alone, in lesson 08's loop (dev/probe_floor.py times all three).
 // REQUIRES: sm_90
 #include <cuda_runtime.h>
 #include <cstdint>
@@ -259,7 +259,7 @@ EXPORT void expand(const uint8_t* packed, const float* scale, uint8_t* out, long
                           reinterpret_cast<uint4*>(out), (long)words);
 }
 
-// The same with the bulk copy engine; words a multiple of 1024 (tools/probe_floor.py checks), stages ∈ {4, 8}.
+// The same with the bulk copy engine; words a multiple of 1024 (dev/probe_floor.py checks), stages ∈ {4, 8}.
 EXPORT void expand_bulk(const uint8_t* packed, const float* scale, uint8_t* out, long long words, int grid, int stages,
                         cudaStream_t stream) {
     if (words <= 0 || words % CHUNK_WORDS) return;

@@ -1,9 +1,9 @@
 """Lesson 06 tuning: build the fused W8A16 GEMV with other -D settings (GEMV_WARPS, GEMV_UNROLL,
 GEMV_L2_PREFETCH, GEMV_MIN_BLOCKS, GEMV_I8_CHUNKS), check each, and time it at decode shapes, weights rotated past L2.
 
-    python tools/tune_w8a16.py [-DGEMV_UNROLL=3 ...]
-    python tools/tune_w8a16.py --tiled [-DTILE_STAGES=3 ...]   the tiled kernel (gemm_w8a16) and W8A8 at M = 16..256
-    python tools/tune_w8a16.py --same-bytes   cuBLAS and our FP16 GEMV on FP16 weights of the INT8 weights' bytes
+    python dev/tune_w8a16.py [-DGEMV_UNROLL=3 ...]
+    python dev/tune_w8a16.py --tiled [-DTILE_STAGES=3 ...]   the tiled kernel (gemm_w8a16) and W8A8 at M = 16..256
+    python dev/tune_w8a16.py --same-bytes   cuBLAS and our FP16 GEMV on FP16 weights of the INT8 weights' bytes
 
 Prints each variant's time and % of the measured copy bandwidth. What the sweeps found is in NOTES.md."""
 import sys

@@ -7,7 +7,7 @@
 //    out[pass][kind][lane][element] (16 elements; -1 past the fragment's num_elements).
 //  - reads(out): which elements mma_sync reads: each element in turn is zeroed in every lane of a loaded fragment;
 //    out[operand][element] is 1 if the product changed. Operands: 0 A FP16, 1 B FP16, 2 A INT8, 3 B INT8.
-// tools/wmma_layout.py prints the result and compares it with mma.sync's layout (PTX ISA, "Matrix fragments").
+// lessons/04_tensor_cores/wmma_layout.py prints the result and compares it with mma.sync's layout (PTX ISA, "Matrix fragments").
 // REQUIRES: sm_80
 #include <cuda_fp16.h>
 #include <mma.h>

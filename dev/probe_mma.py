@@ -1,8 +1,8 @@
-"""How fast can mma.sync multiply on this GPU? (tools/mma_probe.cu says why.)
+"""How fast can mma.sync multiply on this GPU? (dev/mma_probe.cu says why.)
 
-    python tools/probe_mma.py [--quick] [--record]   (--record: results/04.json, section "mma_peak", with
+    python dev/probe_mma.py [--quick] [--record]   (--record: results/04.json, section "mma_peak", with
                                                        COURSE_RECORD=1; lesson 04's notebook runs it)
-    python tools/probe_mma.py --ncu                   (one launch each of kinds 0, 2, 3 at 8 and 16 warps per SM, ILP 4: for ncu)
+    python dev/probe_mma.py --ncu                   (one launch each of kinds 0, 2, 3 at 8 and 16 warps per SM, ILP 4: for ncu)
 
 Times, in one run: the tensor-core instructions issued from registers alone (no memory in the loop), over
 ILP independent accumulator chains per warp and warps per SM; then lesson 04's kernels, cuBLAS FP16 and

@@ -1,16 +1,16 @@
 """Lesson 07 tuning: build the fused W4A16 kernels with other -D settings, check each, and time it, weights rotated
 past L2.
 
-    python tools/tune_w4a16.py [-DGEMV_STAGES=4 ...]            the decode GEMV (gemv_w4a16) at M = 1 and 16
-    python tools/tune_w4a16.py --tiles [-D...]                  the same GEMV on weights in 16-row tiles
+    python dev/tune_w4a16.py [-DGEMV_STAGES=4 ...]            the decode GEMV (gemv_w4a16) at M = 1 and 16
+    python dev/tune_w4a16.py --tiles [-D...]                  the same GEMV on weights in 16-row tiles
                                                                 (gemv_w4a16_tiles, quant.to_tiles)
-    python tools/tune_w4a16.py --tiles --persist                the GEMV on tiles at M <= 8, a block per unit
+    python dev/tune_w4a16.py --tiles --persist                the GEMV on tiles at M <= 8, a block per unit
                                                                 against one generation of looping blocks: per
                                                                 call and in a CUDA graph, outputs compared bit
                                                                 for bit on the large shapes
-    python tools/tune_w4a16.py --tiled [-DTILE_STAGES=3 ...]    the tiled kernel (gemm_w4a16) at M = 16..256,
+    python dev/tune_w4a16.py --tiled [-DTILE_STAGES=3 ...]    the tiled kernel (gemm_w4a16) at M = 16..256,
                                                                 next to the GEMV and cuBLAS FP16
-    python tools/tune_w4a16.py --same-bytes   cuBLAS and an FP16 GEMV on FP16 weights of the INT4 weights' bytes
+    python dev/tune_w4a16.py --same-bytes   cuBLAS and an FP16 GEMV on FP16 weights of the INT4 weights' bytes
 
 Settings: GEMV_PERSIST, GEMV_PREFETCH, GEMV_L2_HINT, GEMV_LOADS_ONLY (an experiment: the loads without the arithmetic), GEMV_R, GEMV_WARPS, GEMV_MIN_BLOCKS, GEMV_RING_UNROLL, TILE_STAGES, TILE_SPLIT_BLOCKS. Prints each variant's time and % of the
 measured copy bandwidth. What the sweeps found is in NOTES.md."""
