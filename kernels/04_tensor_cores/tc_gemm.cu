@@ -11,7 +11,7 @@
 // lane holds rows g and g + 8 of a 16-row A tile, columns 2t, 2t+1 (+8) of K, and the matching pieces
 // of B and of the 16×8 accumulator. Owning the layout lets a kernel read swizzled tiles and write
 // results straight from registers, which WMMA's API cannot. A WMMA fragment is registers too, and on
-// sm_90 we measured its layout (tools/wmma_layout.cu; tests/test_kernels.py checks it): the same as
+// sm_90 we measured its layout (lessons/04_tensor_cores/wmma_layout.cu; tests/test_kernels.py checks it): the same as
 // mma.sync's. So on the H100 the WMMA kernel fills its fragments with ldmatrix from swizzled tiles and
 // writes from registers; elsewhere it uses only the API (load_matrix_sync from padded tiles).
 //
@@ -52,30 +52,12 @@
 
 using namespace nvcuda;
 
-// Tile configurations: block tile width BN, shared tile depth in bytes, pipeline stages. The defaults
-// come from the sweeps in tools/tune_tc.py (H100; NOTES.md); override with -D to explore.
-#ifndef WMMA_BN
-#define WMMA_BN 128
-#endif
-#ifndef WMMA_TB
-#define WMMA_TB 128
-#endif
-#ifndef WMMA_STAGES
-#define WMMA_STAGES 2
-#endif
-#ifndef MMA_BN
-#define MMA_BN 256
-#endif
-#ifndef MMA_TB
-#define MMA_TB 128
-#endif
-#ifndef MMA_STAGES
-#define MMA_STAGES 3
-#endif
-#ifndef GROUP_M
-#define GROUP_M 8
-#endif
-// Measurement switch for tools/tune_tc.py --ablate, mma.sync kernels only: bit 1 skips the refills of the K
+// Tile configurations: block tile width BN, shared tile depth in bytes, pipeline stages (chosen by sweeps on the
+// H100, NOTES.md); GROUP_M: tile rows per group of the launch order.
+constexpr int WMMA_BN = 128, WMMA_TB = 128, WMMA_STAGES = 2;
+constexpr int MMA_BN = 256, MMA_TB = 128, MMA_STAGES = 3;
+constexpr int GROUP_M = 8;
+// Measurement switch for dev/tune_tc.py --ablate, mma.sync kernels only: bit 1 skips the refills of the K
 // loop (the tiles keep stale data), bit 2 loads each tile's fragments once, bit 4 drops the barrier. The
 // results are wrong; only the timing means something (what each part of the loop costs). 0 everywhere else.
 #ifndef TC_ABLATE
@@ -89,18 +71,13 @@ using namespace nvcuda;
 #ifndef MMA_SWZ
 #define MMA_SWZ 1
 #endif
-#ifndef TMA_STAGES
-#define TMA_STAGES 4
-#endif
-#ifndef WMMA_TMA_BN
-#define WMMA_TMA_BN 256
-#endif
+constexpr int TMA_STAGES = 4, WMMA_TMA_BN = 256;  // the copy-engine configurations
 // The WMMA kernel's tiles when the copy engine fills them: 1 (default) swizzled, its fragments filled by ldmatrix in
 // the layout measured on sm_90 (taken on sm_90 machine code only); 0 padded rows read by load_matrix_sync.
 #ifndef WMMA_SWZ
 #define WMMA_SWZ 1
 #endif
-// WMMA_REG_EPI 0 (tools/tune_tc.py --ablate): the swizzled WMMA kernel writes y through store_matrix_sync, as the
+// WMMA_REG_EPI 0 (dev/tune_tc.py --ablate): the swizzled WMMA kernel writes y through store_matrix_sync, as the
 // API-only one does, instead of from its accumulator registers.
 #ifndef WMMA_REG_EPI
 #define WMMA_REG_EPI 1
@@ -409,7 +386,7 @@ __device__ __forceinline__ void store_tiles(Out* y, int M, int N, int row0, int 
 // WMMA
 
 // ldmatrix.x4 results (see the mma.sync kernel below) as WMMA fragments, in the layout load_matrix_sync gives them in
-// sm_90 machine code (measured on the H100 with tools/wmma_layout.cu; the layout is not part of WMMA's API):
+// sm_90 machine code (measured on the H100 with lessons/04_tensor_cores/wmma_layout.cu; the layout is not part of WMMA's API):
 //  - FP16 A or B 16×16: the four registers are the fragment's x[0..7], A = mma.sync's a0..a3, B = two n8 tiles' b0, b1;
 //    x[8..15] repeat them, and mma_sync reads only x[0..7].
 //  - INT8 16×16 (16 bytes of K): the four registers hold two K steps; A's step h is registers 2h, 2h+1 (rows g, g+8),
@@ -493,7 +470,7 @@ gemm_wmma_kernel(const T* __restrict__ x, const T* __restrict__ W, typename Type
         // END EXERCISE
     });
 
-    // Straight from registers on sm_90, in the accumulator layout tools/wmma_layout.cu measures: a 16×16 accumulator is
+    // Straight from registers on sm_90, in the accumulator layout lessons/04_tensor_cores/wmma_layout.cu measures: a 16×16 accumulator is
     // two of mma.sync's n8 tiles, x[0..3] and x[4..7]. The scratch tile below made the kernel 12% slower at 4096³ in
     // FP16, 39% in INT8 (H100, NOTES.md).
     if constexpr (C::SWZ && WMMA_REG_EPI) {
