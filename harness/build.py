@@ -75,6 +75,21 @@ def use_solutions() -> bool:
 # ----------------------------------------------------------------------------------------------
 # Finding files
 
+def lessons_known() -> list[int]:
+    """The lessons of the course: those with a notebook folder under lessons/."""
+    return sorted(int(p.name[:2]) for p in (ROOT / "lessons").glob("[0-9][0-9]_*") if p.is_dir())
+
+
+def unknown_lessons(lessons) -> str | None:
+    """One line naming those of `lessons` (numbers, or strings from a command line) that do not exist; None if all do."""
+    known = lessons_known()
+    bad = [str(n) for n in lessons if not str(n).strip().isdigit() or int(n) not in known]
+    if not bad:
+        return None
+    return (f"there is no lesson {', '.join(bad)}: the lessons are "
+            + (f"{known[0]:02d} to {known[-1]:02d}" if known else "missing (no lessons/ folder)"))
+
+
 def lesson_dir(lesson: int | str, solution: bool) -> Path:
     num = f"{int(lesson):02d}"
     base = ROOT / ("solutions" if solution else "kernels")

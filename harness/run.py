@@ -14,10 +14,11 @@ import argparse
 import os
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 
-from . import build, toolchain
+from . import build, notebook, toolchain
 
 LESSONS = build.ROOT / "lessons"
 OUT = build.ROOT / "build" / "executed"
@@ -33,12 +34,29 @@ def notebooks(selected: list[str] | None = None) -> list[Path]:
 
 def skip_note(cell) -> dict:
     import nbformat
-    return nbformat.v4.new_output("stream", name="stdout", text=(
-        f"[skipped here: this cell {toolchain.NO_GPU_REASON}. "
-        + ("The output below was recorded on the reference H100.]\n" if cell.get("outputs") else "]\n")))
+    return nbformat.v4.new_output("stream", name="stdout", text=notebook.skip_line(bool(cell.get("outputs"))))
 
 
-def execute(path: Path, out_path: Path, timeout: int) -> dict:
+class _Ticker:
+    """Prints a line while one cell runs long (a cold compile, a benchmark), so a wait never looks like a hang."""
+
+    def __init__(self, every: float = 15):
+        self.every, self.cell, self.since, self._stop = every, None, 0.0, threading.Event()
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def start(self, index: int):
+        self.cell, self.since = index, time.time()
+
+    def stop(self):
+        self._stop.set()
+
+    def _loop(self):
+        while not self._stop.wait(self.every):
+            if self.cell is not None and time.time() - self.since >= self.every:
+                print(f"    ... cell {self.cell} running for {time.time() - self.since:.0f} s", flush=True)
+
+
+def execute(path: Path, out_path: Path, timeout: int, progress: bool = False) -> dict:
     import nbformat
     from nbclient import NotebookClient
 
@@ -46,24 +64,34 @@ def execute(path: Path, out_path: Path, timeout: int) -> dict:
     have_gpu = toolchain.gpu_available()
     stats = {"cells": 0, "skipped": 0, "error": None}
 
+    ticker = _Ticker() if progress else None
+
     class Client(NotebookClient):
         async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
             if cell.cell_type == "code" and "gpu" in cell.metadata.get("tags", []) and not have_gpu:
                 stats["skipped"] += 1
                 cell.outputs = [skip_note(cell)] + [o for o in cell.get("outputs", [])
-                                                     if not o.get("text", "").startswith("[skipped here")]
+                                                     if not o.get("text", "").startswith(notebook.SKIP_PREFIX)]
                 return cell
             if cell.cell_type == "code":
                 stats["cells"] += 1
+                if ticker:
+                    ticker.start(cell_index)
             return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
 
     os.environ["COURSE_NOTEBOOK"] = path.stem  # the kernel inherits it (roofline.records_ceilings)
-    client = Client(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+    # The kernel's own log is for kernel developers: at its default level it warns, for every notebook, that its
+    # local connection is not encrypted, which a learner can do nothing about. Its errors still show.
+    client = Client(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}},
+                    extra_arguments=["--IPKernelApp.log_level=ERROR"])
     try:
         client.execute()
     except Exception as e:  # CellExecutionError and friends: keep what ran, report the error
         text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()  # drop the terminal colour codes
         stats["error"] = text.splitlines()[-1] if text else type(e).__name__
+    finally:
+        if ticker:
+            ticker.stop()
     out_path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, out_path)
     return stats
@@ -75,6 +103,10 @@ def main(argv=None) -> int:
     ap.add_argument("--in-place", action="store_true", help="write outputs into lessons/ (stored outputs)")
     ap.add_argument("--timeout", type=int, default=1800, help="per-cell time limit, seconds")
     a = ap.parse_args(argv)
+    why = build.unknown_lessons(a.lessons)
+    if why:
+        print(f"run: {why}", file=sys.stderr)
+        return 3
     print(toolchain.report(), flush=True)
     if not toolchain.gpu_available():
         if toolchain.gpu_required():
@@ -86,7 +118,8 @@ def main(argv=None) -> int:
     for nb in notebooks(a.lessons):
         t0 = time.time()
         target = nb if a.in_place else OUT / nb.name
-        s = execute(nb, target, a.timeout)
+        print(f"{nb.name} ...", flush=True)
+        s = execute(nb, target, a.timeout, progress=True)
         verdict = "ERROR: " + s["error"] if s["error"] else "ok"
         skipped = f", {s['skipped']} GPU cells skipped (no GPU)" if s["skipped"] else ""
         print(f"{nb.name:<40} {s['cells']} cells run{skipped}, {time.time() - t0:.0f} s: {verdict}  -> "
