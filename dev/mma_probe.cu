@@ -1,6 +1,6 @@
 // How fast can mma.sync (and WMMA, which compiles to it) multiply on this GPU, with nothing else in the way?
 // Lesson 04's tensor-core kernels reach ~40-46% of cuBLAS FP16 on the H100 and ncu shows their tensor pipe
-// "50% busy" (NOTES.md); cuBLAS uses Hopper's wgmma. This file issues tensor-core instructions from registers and
+// "50% busy" (lessons/04_tensor_cores/notes.md); cuBLAS uses Hopper's wgmma. This file issues tensor-core instructions from registers and
 // nothing else (no memory in the loop, no shared memory, no address arithmetic), so dev/probe_mma.py can measure
 // the ceiling of the instruction itself, for ILP independent accumulator chains per warp and W warps per SM:
 //   kind 0  mma.sync.m16n8k16 FP16 × FP16 → FP32   (HMMA.16816.F32: what lesson 04's FP16 kernels issue)

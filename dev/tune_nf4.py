@@ -18,7 +18,7 @@ VARIANTS = {"shipped": [], "one table (conflicts)": ["-DNF4_SPREAD=0"], "16 outp
             "1 block per SM": ["-DNF4_MIN_BLOCKS=1"], "4 warps": ["-DNF4_WARPS=4"]}
 SHAPES = [(1, 8192, 8192), (8, 8192, 8192), (16, 8192, 8192), (1, 14336, 4096), (1, 4096, 14336)]
 PERSIST = "--persist" in sys.argv
-if PERSIST:  # what NOTES.md (lesson 08, fourth session) compares
+if PERSIST:  # what lessons/08_nf4/notes.md (, fourth session) compares
     VARIANTS = {"shipped": [], "a block per unit": ["-DNF4_PERSIST=0"], "32-output units": ["-DNF4_R=2"],
                 "loads predicated": ["-DNF4_LOAD_BRANCH=0"], "loads under one branch": ["-DNF4_LOAD_BRANCH=1"]}
     SHAPES = [(m, n, k) for n, k in ((8192, 8192), (14336, 4096), (28672, 4096), (4096, 14336)) for m in (1, 4)]

@@ -1,6 +1,6 @@
 """Lesson 03 tuning: build the fast register-tiled kernel (regtile_fast.cu) with any -D macros given
 on the command line, check each, and time them against cuBLAS FP32 in one run.
-What earlier sweeps found is in NOTES.md."""
+What earlier sweeps found is in lessons/03_register_tiling/notes.md."""
 import sys
 
 import torch

@@ -14,7 +14,7 @@ timed, not checked; the time each saves is what that part costs. It also times b
 pipelines: cp.async copies by the math warps (TC_TMA=0), and the copy engine with padded 144-byte rows
 instead of swizzled 128-byte ones (MMA_SWZ=0, WMMA_SWZ=0: WMMA then uses its API only, load_matrix_sync and
 store_matrix_sync); and WMMA on swizzled tiles writing y through store_matrix_sync instead of from registers
-(WMMA_REG_EPI=0). What the sweeps found is in NOTES.md."""
+(WMMA_REG_EPI=0). What the sweeps found is in lessons/04_tensor_cores/notes.md."""
 import sys
 
 from harness import bench, build, catalog, check, results

@@ -13,7 +13,7 @@ past L2.
     python dev/tune_w4a16.py --same-bytes   cuBLAS and an FP16 GEMV on FP16 weights of the INT4 weights' bytes
 
 Settings: GEMV_PERSIST, GEMV_PREFETCH, GEMV_L2_HINT, GEMV_LOADS_ONLY (an experiment: the loads without the arithmetic), GEMV_R, GEMV_WARPS, GEMV_MIN_BLOCKS, GEMV_RING_UNROLL, TILE_STAGES, TILE_SPLIT_BLOCKS. Prints each variant's time and % of the
-measured copy bandwidth. What the sweeps found is in NOTES.md."""
+measured copy bandwidth. What the sweeps found is in lessons/07_fused_int4/notes.md."""
 import re
 import sys
 
@@ -47,14 +47,14 @@ VARIANTS = {"shipped": [], "L2 hint 128 B": ["-DGEMV_L2_HINT=128"], "no L2 hint"
             "loads only, 16 warps": ["-DGEMV_LOADS_ONLY=1", "-DGEMV_WARPS=16", "-DGEMV_MIN_BLOCKS=1"]}
 SHAPES = [(1, 8192, 8192), (8, 8192, 8192), (16, 8192, 8192), (1, 14336, 4096), (1, 4096, 14336), (8, 4096, 14336),
           (16, 14336, 4096)]
-if TILES:  # the sweep behind the tiled layout's launch rule (NOTES.md, lesson 07, third session)
+if TILES:  # the sweep behind the tiled layout's launch rule (lessons/07_fused_int4/notes.md, “The GEMV on weights in 16-row tiles”)
     VARIANTS = {"shipped": [], "loads only": ["-DGEMV_LOADS_ONLY=1"],
                 "loads only, 16 warps": ["-DGEMV_LOADS_ONLY=1", "-DGEMV_WARPS=16"], "L2 hint 128 B": ["-DGEMV_L2_HINT=128"],
                 "no L2 hint": ["-DGEMV_L2_HINT=0"], "2 tiles per block": ["-DGEMV_R=2"], "1 tile per block": ["-DGEMV_R=1"],
                 "2 ahead, not unrolled": ["-DGEMV_PREFETCH=2", "-DGEMV_RING_UNROLL=0"], "4 warps": ["-DGEMV_WARPS=4"]}
     SHAPES = [(m, n, k) for n, k in ((8192, 8192), (14336, 4096), (4096, 14336), (4096, 4096)) for m in (1, 16)]
 PERSIST = TILES and "--persist" in sys.argv
-if PERSIST:  # one generation of looping blocks (shipped) against a block per unit (NOTES.md, lesson 07)
+if PERSIST:  # one generation of looping blocks (shipped) against a block per unit (lessons/07_fused_int4/notes.md)
     VARIANTS = {"shipped": [], "a block per unit": ["-DGEMV_PERSIST=0"]}
     SHAPES = [(m, n, k) for n, k in ((8192, 8192), (14336, 4096), (28672, 4096), (4096, 14336)) for m in (1, 4)]
 if TILED:

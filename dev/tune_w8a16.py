@@ -5,7 +5,7 @@ GEMV_L2_PREFETCH, GEMV_MIN_BLOCKS, GEMV_I8_CHUNKS), check each, and time it at d
     python dev/tune_w8a16.py --tiled [-DTILE_STAGES=3 ...]   the tiled kernel (gemm_w8a16) and W8A8 at M = 16..256
     python dev/tune_w8a16.py --same-bytes   cuBLAS and our FP16 GEMV on FP16 weights of the INT8 weights' bytes
 
-Prints each variant's time and % of the measured copy bandwidth. What the sweeps found is in NOTES.md."""
+Prints each variant's time and % of the measured copy bandwidth. What the sweeps found is in lessons/06_fused_int8/notes.md."""
 import sys
 
 import torch

@@ -141,7 +141,7 @@ def random_weights(cfg: Config, seed: int = 0, device="cuda", dtype=torch.float1
     ~ N(0, 1/K) (unit-variance outputs from normalised inputs; 0.016 at K = 4096, about the spread of trained Llama
     projections), the two that write into the residual stream (o, down) also divided by sqrt(2 · n_layers) (GPT-2's
     residual scaling), norm weights near 1, a unit-variance embedding. The scaling matters to the accuracy check:
-    32 random layers with more gain amplify any perturbation of the weights into the logits (NOTES.md, lesson 11),
+    32 random layers with more gain amplify any perturbation of the weights into the logits (lessons/11_decode_capstone/notes.md),
     and the comparison with the FP16 model would then measure the random network, not the format."""
     g = torch.Generator(device=device).manual_seed(seed)
 

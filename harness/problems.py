@@ -688,7 +688,7 @@ class NF4TilesLinear(_Repacked, NF4Linear):
     [ceil(N/16), K/128, 16, 64], absmax fp32 [ceil(N/16), K/64, 16]."""
     name: str = "nf4_tiles"
     # + an odd tile count where a block takes two tiles (N ≥ 32·132 on the H100, and M > 8 at this K): the last block's
-    # second is past N. (At M ≤ 8 a block takes two only from K = 8192: checked on the H100, NOTES.md, not here.)
+    # second is past N. (At M ≤ 8 a block takes two only from K = 8192: checked on the H100, lessons/08_nf4/notes.md, not here.)
     # + shapes where, at M ≤ 8, the units of 16 outputs outnumber the blocks that fit (396 on an H100) and each block
     # loops over several: K items fewer than the warps, and a count of them that is not a multiple of the warps.
     check_shapes: tuple = NF4Linear.check_shapes + ((2, 4200, 1024), (9, 4200, 1024), (1, 9000, 256), (3, 20008, 1152))

@@ -37,7 +37,7 @@ def _cache_file(gpu: str) -> Path:
 
 
 def _time_ms(fn, reps=10) -> float:
-    # One warm-up call, as lesson 00's recorded ceilings were measured. A 0.5 s warm-up was tried (NOTES.md, "The copy
+    # One warm-up call, as lesson 00's recorded ceilings were measured. A 0.5 s warm-up was tried (lessons/00_setup_and_roofline/notes.md, "The copy
     # measurement from run to run"): the copy did not move, and FP16 fell from ~733 to ~645 TFLOP/s as the clocks
     # settled under load, below what cuBLAS reaches in the course's own tables: no ceiling for a roofline.
     fn()
@@ -99,7 +99,7 @@ def off_recorded(c: dict, tolerance: float = 0.02) -> str | None:
         return None
     return (f"copy bandwidth measured now: {c['copy_GBps']:,.0f} GB/s, {100 * d:+.1f}% from the {ref['copy_GBps']:,.0f} "
             f"recorded on this GPU model ({ref['date'][:10]}), so every '% of copy bandwidth' is off by as much. Other "
-            f"work on the GPU can cause it (and one such run was on a fresh machine, NOTES.md): measure again with "
+            f"work on the GPU can cause it (and one such run was on a fresh machine, lessons/00_setup_and_roofline/notes.md): measure again with "
             f"roofline.ceilings(remeasure=True).")
 
 

@@ -73,7 +73,7 @@ def test_w4a16_pipe_on_other_paths(flags):
 @pytest.mark.gpu
 def test_w4a16_pipe_takes_the_copy_engine_on_sm90():
     """On sm_90 and up the 128-token tile must run its copy-engine instance: a launcher that fell back to cp.async
-    without a word would still pass every check, only slower (as lesson 08's once did; NOTES.md)."""
+    without a word would still pass every check, only slower (as lesson 08's once did; lessons/08_nf4/notes.md)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
     if torch.cuda.get_device_capability() < (9, 0):

@@ -1,6 +1,6 @@
 // How fast can one kernel read a weight matrix of decode size (8-134 MB) on this GPU? The decode kernels of
 // lessons 06-10 reach 58-80% of the copy bandwidth at M = 1, and cuBLAS reads 30-35 MB of FP16 weights at only
-// 65-69% of it (NOTES.md). This file reads bytes and nothing else, three ways, so dev/probe_stream.py can
+// 65-69% of it (lessons/08_nf4/notes.md). This file reads bytes and nothing else, three ways, so dev/probe_stream.py can
 // separate the cost of the read itself from the cost of the arithmetic:
 //   read_ldg    U 16-byte loads in flight per thread (ld.global.nc, L1 bypassed), a contiguous slice per block;
 //   read_bulk   one thread per block streams its slice through a ring of S shared-memory stages with the
