@@ -11,8 +11,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from . import build, catalog, results, roofline, toolchain
-from .problems import ScaleAdd
+import torch
+
+from . import bench, build, catalog, check, decode, quant, results, roofline, toolchain
+from .problems import (AddRMSNorm, DecodeAttention, DequantNF4, DequantW8, Linear, NF4Linear, NF4TilesLinear, ScaleAdd,
+                       SiluMul, W4A8Linear, W4A16FragLinear, W4A16Linear, W4A16TilesLinear, W8A8Linear, W8A16Linear,
+                       W8A16TilesLinear, torch_int_mm, torch_linear, torch_w8a8)
 
 DEMO_SHAPES = {0: [(1 << 24,), (1 << 26,)], 1: [(1024, 1024, 1024), (2048, 2048, 2048)],
                2: [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096)],
@@ -24,13 +28,7 @@ DEQUANT_SHAPES = [(8192, 8192)]
 
 def baseline_for(problem):
     """(label, op) of the library route a lesson's kernels are compared with in the demo."""
-    import torch
-    from . import quant
-    from .problems import (AddRMSNorm, DecodeAttention, DequantNF4, DequantW8, NF4Linear, NF4TilesLinear, ScaleAdd,
-                           SiluMul, W4A8Linear, W4A16FragLinear, W4A16Linear, W4A16TilesLinear, W8A8Linear, W8A16Linear,
-                           W8A16TilesLinear, torch_int_mm, torch_linear, torch_w8a8)
     if isinstance(problem, (AddRMSNorm, DecodeAttention, SiluMul)):
-        from . import decode
         ops = decode.torch_ops()
         return "PyTorch ops", {AddRMSNorm: ops.add_rmsnorm, DecodeAttention: ops.attention, SiluMul: ops.silu_mul}[
             type(problem)]
@@ -68,8 +66,6 @@ def baseline_for(problem):
 
 
 def demo_shapes(lesson: int, problem):
-    from .problems import (AddRMSNorm, DecodeAttention, DequantNF4, DequantW8, NF4Linear, SiluMul, W4A8Linear,
-                           W4A16Linear, W8A8Linear, W8A16Linear)
     if isinstance(problem, DecodeAttention):
         return [(1, 512, 32, 8), (16, 512, 32, 8)]  # Llama-3-8B's heads, batch 1 and 16, 512 cached positions
     if isinstance(problem, AddRMSNorm):
@@ -149,8 +145,7 @@ def recorded_sections(lesson: int, *, prefer_local: bool) -> list[tuple[str, str
     for name, sec in data["sections"].items():
         rows = sec.get("rows") or []
         if rows and "pct_baseline" in rows[0]:
-            from .bench import table
-            found.append((name, f"Measured on {results.env_line(sec)}:\n{table(rows)}",
+            found.append((name, f"Measured on {results.env_line(sec)}:\n{bench.table(rows)}",
                           _lesson_figures(lesson, rows, out, "" if name == "bench" else name)))
         elif sec.get("views"):  # a lesson benchmark module's section: its stored views, one generic table each
             text = "\n\n".join(results.view_markdown(lesson, name, v, sec=sec) for v in sec["views"]
@@ -168,9 +163,6 @@ def demo(lesson: int) -> int:
     """Checks, benchmark table and projector plots for one lesson's solutions."""
     import matplotlib
     matplotlib.use("Agg")
-    import torch
-    from . import bench, check
-    from .problems import Linear
 
     out = build.ROOT / "build" / "demo"
     out.mkdir(parents=True, exist_ok=True)
@@ -180,7 +172,6 @@ def demo(lesson: int) -> int:
         return 2
     why = None if toolchain.gpu_available() else f"The demo {toolchain.NO_GPU_REASON}"
     if why is None:
-        import torch
         cap = torch.cuda.get_device_capability()
         for m in {build.load(k.lesson, k.file, solution=True) for k in ks}:
             if m.exact and cap != (int(m.min_capability), 0):
