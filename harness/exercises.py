@@ -10,7 +10,7 @@ In a solution file an exercise is a region (in Markdown, the same words inside <
 The stub keeps everything outside the regions and, inside each region, only the `//>` lines.
 Outside the regions a learner's file must stay identical to the solution's; inside, it is theirs.
 
-    python -m harness.exercises list            the exercises, per lesson
+    python -m harness.exercises list [LESSON]   the exercises, per lesson, with their lines in kernels/
     python -m harness.exercises check           are kernels/ and solutions/ in sync?
     python -m harness.exercises sync [--force]  write missing stubs (maintainers: --force regenerates,
                                                 keeping a .bak-<time> copy of every file it replaces)
@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .build import ROOT, lesson_dir
+from .build import ROOT, lesson_dir, unknown_lessons
 from .catalog import solution_only as _solution_only
 
 SOL, EX = ROOT / "solutions", ROOT / "kernels"
@@ -183,10 +183,22 @@ def sync(force: bool = False, only: Path | None = None) -> list[str]:
 
 def main(argv: list[str]) -> int:
     cmd = argv[0] if argv else "list"
-    if cmd == "list":
-        for sol, _ in pairs():
-            for r in regions(sol):
-                print(f"{r.ident:<8} {sol.relative_to(SOL)}:{r.line}  {r.title}")
+    if cmd == "list":  # where each exercise is in the file the learner edits (kernels/), lesson by lesson
+        only = argv[1:]
+        why = unknown_lessons(only)
+        if why:
+            print(f"exercises: {why}", file=sys.stderr)
+            return 3
+        for sol, ex in pairs():
+            if only and int(sol.relative_to(SOL).parts[0][:2]) not in {int(n) for n in only}:
+                continue
+            try:
+                regs = regions(ex) if ex.exists() else []
+            except ExerciseError:  # the learner's file lost a marker: show where the solution has it
+                regs = []
+            shown = ex if regs else sol
+            for r in regs or regions(sol):
+                print(f"{r.ident:<8} {shown.relative_to(ROOT)}:{r.line}  {r.title}")
         return 0
     if cmd == "check":
         probs = check(strict="--strict" in argv)
@@ -196,6 +208,10 @@ def main(argv: list[str]) -> int:
         print("\n".join(sync(force="--force" in argv)) or "nothing to do")
         return 0
     if cmd == "reset" and len(argv) > 1:
+        why = unknown_lessons(argv[1:2])
+        if why:
+            print(f"exercises reset: {why}", file=sys.stderr)
+            return 3
         d = lesson_dir(argv[1], solution=True)
         print("\n".join(sync(force=True, only=d)) or "already the original stubs")
         return 0

@@ -1,14 +1,9 @@
 """GPU tests are marked `gpu`: skipped, with the reason, where there is no GPU; with REQUIRE_GPU=1
 (as on the reference H100) a missing GPU fails the run instead. Notebook cells tagged `gpu` are
 handled the same way when nbval collects lessons/."""
-import os
-
 import pytest
 
 from harness import toolchain
-
-# Tests and notebooks share one kernel cache; CI points it inside the checkout.
-os.environ.setdefault("COURSE_CACHE", os.path.join(os.path.dirname(__file__), "..", "build", "cache"))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -67,3 +67,20 @@ def test_edits_outside_regions_are_flagged(course):
     mine = course / "kernels" / "09_x" / "k.cu"
     mine.write_text(mine.read_text().replace("// header", "// changed"))
     assert "outside its EXERCISE regions" in exercises.check()[0]
+
+
+def test_list_gives_lines_of_the_learners_file(capsys):
+    assert exercises.main(["list"]) == 0
+    rows = [l.split(None, 2) for l in capsys.readouterr().out.splitlines()]
+    assert rows and all(where.startswith("kernels/") for _, where, _ in rows), rows
+    for ident, where, _ in rows:
+        path, line = where.rsplit(":", 1)
+        text = (exercises.ROOT / path).read_text().splitlines()[int(line) - 1]
+        assert "BEGIN EXERCISE" in text and ident in text, (where, text)
+
+
+@pytest.mark.parametrize("argv", [["reset", "99"], ["list", "99"], ["reset", "x"]])
+def test_unknown_lesson_is_refused(argv, capsys):
+    assert exercises.main(argv) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "there is no lesson" in err
