@@ -26,7 +26,7 @@ __global__ void gemm_coalesced_kernel(const float* __restrict__ x, const float* 
                                       float* __restrict__ y, int M, int N, int K) {
     // BEGIN EXERCISE 01.b: coalesced — the lanes of a warp walk along K together
     // TODO: one warp per output. Number the warps across the whole grid and give warp w its output
-    // (m, n), row by row (the picture in step 4 of the notebook); warps past M × N return, whole.
+    // (m, n), row by row (the thread map in step 2 of the notebook); warps past M × N return, whole.
     // Let the 32 lanes walk along K together, so that each load instruction reads 32 consecutive
     // floats of x and of W; then add the 32 partial sums with __shfl_xor_sync and let one lane store
     // the result. Roughly 10 lines.
