@@ -93,19 +93,38 @@ def floor_us(shape, c: dict | None = None) -> float:
     return roofline.floor_us(prob.flops(shape), prob.bytes(shape), c or roofline.ceilings(), "fp32")
 
 
-def ops(solution: bool = True) -> dict:
-    """label -> op: cuBLAS, then lesson 03's launchers in ladder order (the fast ones always from solutions/)."""
+def ops(solution: bool | None = None) -> dict:
+    """label -> op: cuBLAS, lesson 02's tiled kernel, then lesson 03's launchers in ladder order (lesson 02's and the
+    fast ones always from solutions/)."""
     import torch
 
     def cublas(x, W, out=None):
         return torch.nn.functional.linear(x, W)
     found = {CUBLAS: cublas}
+    tiled = next(k for k in catalog.kernels(2) if k.launcher == "gemm_tiled")  # where lesson 02 left off
+    found[tiled.label] = catalog.op(tiled, solution=True)
     for k in catalog.kernels(3):
         found[k.label] = catalog.op(k, solution=solution)
     return found
 
 
-def run(sizes=(4096,), *, solution: bool = True, record: bool = False, reps: int = 50, only=None) -> list[dict]:
+def labels() -> list[str]:
+    """The ladder's labels in order: lesson 02's tiled kernel, then lesson 03's launchers (no GPU needed)."""
+    return [next(k.label for k in catalog.kernels(2) if k.launcher == "gemm_tiled")] + [k.label for k in catalog.kernels(3)]
+
+
+def step(i: int, size: int = 4096) -> list[dict]:
+    """Step i of the ladder (1-5, then the fast kernel's 6 and 7) and the step before it, checked, then timed
+    against cuBLAS at size³; prints the table with the floor."""
+    names = labels()
+    if not 1 <= i < len(names):
+        raise ValueError(f"step must be 1 to {len(names) - 1}, not {i}")
+    rows = run((size,), only=names[i - 1:i + 1])
+    print(table(rows))
+    return rows
+
+
+def run(sizes=(4096,), *, solution: bool | None = None, record: bool = False, reps: int = 50, only=None) -> list[dict]:
     """Check every step, then time the ones that pass against cuBLAS in one run (rows of bench.compare).
     only: labels to time (with cuBLAS), e.g. one step and the step before it."""
     import torch
