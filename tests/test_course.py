@@ -178,7 +178,7 @@ def test_w4a16_gemv_on_tiles_equals_row_major_bit_for_bit(symmetric):
     equal bit for bit; also where the tiles' launch keeps one generation of blocks that each compute several units
     (at M <= 8, where the units of 32 outputs outnumber the blocks that fit: N 14336 and 20008 on an H100)."""
     import torch
-    mod = build.load(7, "w4a16", solution=True)
+    mod = build.load(7, "w4a16_fast", solution=True)
     sfx = "" if symmetric else "_asym"
     rows_op = problems.W4A16Linear(symmetric=symmetric).bind(getattr(mod, "gemv_w4a16" + sfx))
     tiles = problems.W4A16TilesLinear(symmetric=symmetric)
@@ -433,3 +433,20 @@ def test_paths_display_relative_to_the_course_root():
     fmt = shell.display_formatter.formatters["text/plain"]
     assert fmt(ROOT / "results" / "01.json") == "PosixPath('results/01.json')"
     assert fmt(Path("/elsewhere/x.json")) == "PosixPath('/elsewhere/x.json')"
+
+
+@pytest.mark.parametrize("argv", [["run", "99"], ["grade", "99"], ["demo", "99"], ["exercises", "reset", "99"],
+                                  ["exercises", "list", "99"], ["run", "x1"]])
+def test_every_command_refuses_a_lesson_that_does_not_exist(argv):
+    env = dict(__import__("os").environ, COURSE_PYTHON=sys.executable)
+    p = subprocess.run([str(ROOT / "course"), *argv], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 3, (p.stdout, p.stderr)
+    assert p.stderr.count("\n") == 1 and "there is no lesson" in p.stderr and "00 to" in p.stderr, p.stderr
+    assert "Traceback" not in p.stdout + p.stderr
+
+
+def test_lab_opens_at_the_course_root_and_as_root_when_it_must():
+    text = (ROOT / "course").read_text()
+    lab = text[text.index("  lab)"):text.index(";;", text.index("  lab)"))]
+    assert '--ServerApp.root_dir="$PWD"' in lab and "lessons" not in lab.split("exec")[1]
+    assert 'id -u)" = 0' in lab and "--allow-root" in lab and "running as root" in lab
