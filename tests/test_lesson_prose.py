@@ -26,6 +26,13 @@ def row(lesson: str, op: str, shape: list[int]) -> dict:
     return hits[0]
 
 
+def fmt(section: str, name: str, **match) -> dict:
+    """Lesson 05's recorded row of one format (and, for the error table, one group size)."""
+    hits = [r for r in rows("05", section) if r["format"] == name and all(r[k] == v for k, v in match.items())]
+    assert len(hits) == 1, f"results/05.json: no single {section} row for {name} {match}"
+    return hits[0]
+
+
 def ceilings() -> dict:
     return json.loads((ROOT / "results" / "ceilings" / "NVIDIA_H100_80GB_HBM3.json").read_text())
 
@@ -49,6 +56,21 @@ QUOTES = {
         (r"the coalesced\s+one ([\d.]+)%", lambda: f"{row('01', '01 coalesced (warp/output)', G4096)['pct_baseline']:.1f}"),
         (r"makes it ([\d.]+)× faster", lambda: f"{row('01', '01 naive (thread/output)', G4096)['us'] / row('01', '01 coalesced (warp/output)', G4096)['us']:.1f}"),
     ],
+    "02": [
+        (r"makes the kernel ([\d.]+)× faster", lambda: f"{row('02', '02 smem tiled, bank conflicts', G4096)['us'] / row('02', '02 smem tiled, padded', G4096)['us']:.1f}"),
+        (r"reaches only ([\d.]+)% of cuBLAS", lambda: f"{row('02', '02 smem tiled, padded', G4096)['pct_baseline']:.1f}"),
+    ],
+    "05": [
+        (r"16 / 128 = ([\d.]+) extra bits per weight", lambda: f"{fmt('memory', 'INT8 group 128')['bits_per_weight'] - 8:.3f}"),
+        (r"8 / 128 = ([\d.]+) bits per weight",
+         lambda: f"{fmt('memory', 'INT4 asym group 128')['bits_per_weight'] - fmt('memory', 'INT4 sym group 128')['bits_per_weight']:.4f}"),
+        (r"\(([\d.]+) bits per weight at group 32\)", lambda: f"{fmt('error_vs_group', 'INT8 sym', group=32)['bits_per_weight'] - 8:.1f}"),
+        (r"\| INT8, group 128 \| ([\d.]+) \|", lambda: f"{fmt('memory', 'INT8 group 128')['bits_per_weight']:.3f}"),
+        (r"\| INT4 sym, group 128 \| ([\d.]+) \|", lambda: f"{fmt('memory', 'INT4 sym group 128')['bits_per_weight']:.3f}"),
+        (r"\| INT4 asym, group 128 \| ([\d.]+) \|", lambda: f"{fmt('memory', 'INT4 asym group 128')['bits_per_weight']:.2f}"),
+        (r"\| NF4, block 64 \| ([\d.]+) \|", lambda: f"{fmt('memory', 'NF4 block 64')['bits_per_weight']:.1f}"),
+        (r"127 / 7 ≈ (\d+) times coarser", lambda: f"{127 / 7:.0f}"),  # INT8's largest level over INT4's
+    ],
 }
 
 
@@ -68,3 +90,26 @@ def test_lesson00_picture_uses_the_recorded_ceilings():
     c = ceilings()
     for v in (c["copy_GBps"], c["fp32_TFLOPs"], row("00", "ours: scale_add", N26)["gbs"]):
         assert str(v) not in src and f"{v:.0f}" not in src.replace("2²⁶", "")
+
+
+def test_lesson02_race_text_agrees_with_its_recorded_output():
+    """The prose says most elements came out wrong in the recorded racy run; the stored output must show it."""
+    nb = json.loads(next(ROOT.glob("lessons/02_*/02_*.ipynb")).read_text())
+    race = [c for c in nb["cells"] if c["cell_type"] == "code" and "gemm_tiled_race" in "".join(c["source"])]
+    assert len(race) == 1
+    out = "".join("".join(o.get("text", "")) for o in race[0]["outputs"])
+    wrong = [float(p) for p in re.findall(r"elements wrong \(([\d.]+)%\)", out)]
+    assert wrong, "lesson 02: the race cell's stored output shows no wrong elements"
+    assert "most elements came out wrong" in markdown("02")
+    assert all(p > 50 for p in wrong), f"lesson 02 says most elements came out wrong; the stored output shows {wrong}%"
+    assert "usually" not in markdown("02").split("## 5.")[1].split("##")[0]
+
+
+def test_lesson05_nf4_claims_hold_in_the_recorded_errors():
+    """'NF4 beats symmetric INT4 at the same block size ... at group 128 and below it comes close to asymmetric INT4'."""
+    text = markdown("05")
+    assert "NF4 beats symmetric INT4 at the same block size" in text and "At group 128 and below it comes" in text
+    err = lambda name, g: fmt("error_vs_group", name, group=g)["output_rel_error"]
+    groups = sorted({r["group"] for r in rows("05", "error_vs_group")})
+    assert all(err("NF4", g) < err("INT4 sym", g) for g in groups)
+    assert all(abs(err("NF4", g) / err("INT4 asym", g) - 1) < 0.1 for g in groups if g <= 128)
