@@ -2,7 +2,7 @@
 had it and as it is now to PTX, for each architecture the harness builds it for (sm_80 and sm_90, or sm_90a for a
 file that REQUIRES it), and compare the PTX with comments and debug lines dropped.
 
-    python dev/compare_ptx.py [--rev HEAD] [-D FLAG ...] solutions/06_fused_int8/w8a16.cu ...
+    python dev/compare_ptx.py [--rev HEAD] [-D FLAG ...] solutions/06_fused_int8/w8a16_fast.cu ...
 
 Prints one line per file and architecture (identical / DIFFERENT, with the first differing lines) and exits 1 if
 any differ. The flags are the harness's (harness/build.py) and torch's extension flags, without -lineinfo."""

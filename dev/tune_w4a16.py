@@ -25,7 +25,7 @@ if "--same-bytes" in sys.argv:
     # Control for the bandwidth target: cuBLAS and lesson 06's FP16 GEMV reading FP16 weights of the same byte
     # count as the INT4 weights (K / 4), at M = 1, next to the fused W4A16 GEMV.
     bw = roofline.ceilings()["copy_GBps"]
-    mod6, mod = build.load(6, "w8a16", solution=True), build.load(7, "w4a16", solution=True)
+    mod6, mod = build.load(6, "w8a16_fast", solution=True), build.load(7, "w4a16_fast", solution=True)
     f16, fused = catalog.GEMV_F16, catalog.W4A16.bind(mod.gemv_w4a16)
     for N, K in ((8192, 8192), (14336, 4096), (4096, 14336)):
         quarter = (1, N, K // 4)
@@ -64,7 +64,7 @@ extra = [a for a in sys.argv[1:] if a.startswith("-D")]
 if extra:
     VARIANTS = {"command line " + " ".join(extra): extra}
 
-for name, err in build.prebuild(7, "w4a16", VARIANTS).items():  # in parallel; loads below hit the cache
+for name, err in build.prebuild(7, "w4a16_fast", VARIANTS).items():  # in parallel; loads below hit the cache
     print(f"build {name} failed:\n{err}")
 bw = roofline.ceilings()["copy_GBps"]
 prob = catalog.W4A16_TILES if TILES else catalog.W4A16  # the tiles problem's inputs are quant.Int4Tiles
@@ -78,7 +78,7 @@ def cublas_us(s):  # cuBLAS FP16 on FP16 weights of the same shape, this run
 base = {s: cublas_us(s) for s in SHAPES}
 ref_out = {}  # PERSIST: the shipped build's outputs, which every variant must match bit for bit
 for name, flags in VARIANTS.items():
-    mod = build.load(7, "w4a16", solution=True, extra_cuda_flags=flags)
+    mod = build.load(7, "w4a16_fast", solution=True, extra_cuda_flags=flags)
     regs = {k: (v["sm_90"]["registers"], v["sm_90"]["spill_stores"]) for k, v in mod.resources().items()
             if ("tiled" in k) == TILED and "<true" in k and (re.search(r"<true, \d, \d, true", k) or not TILES)}
     ops = {"tiled": prob.bind(mod.gemm_w4a16)} if TILED and name != "shipped" else \

@@ -21,7 +21,7 @@ if "--same-bytes" in sys.argv:
     # Control for the bandwidth target: cuBLAS and our FP16 GEMV reading FP16 weights of the same byte count as
     # the INT8 weights of each target shape (K halved), at M = 1, next to the fused INT8 GEMV.
     bw = roofline.ceilings()["copy_GBps"]
-    mod = build.load(6, "w8a16", solution=True)
+    mod = build.load(6, "w8a16_fast", solution=True)
     f16, fused = catalog.GEMV_F16, catalog.W8A16.bind(mod.gemv_w8a16)
     for N, K in ((8192, 8192), (14336, 4096)):
         half = (1, N, K // 2)
@@ -46,7 +46,7 @@ SHAPES = [(1, 8192, 8192), (16, 8192, 8192), (1, 14336, 4096), (16, 14336, 4096)
 if TILED:
     SHAPES = [(m, n, k) for m in (32, 64, 256) for n, k in ((8192, 8192), (4096, 14336), (14336, 4096))]
 
-for name, err in build.prebuild(6, "w8a16", VARIANTS).items():  # in parallel; loads below hit the cache
+for name, err in build.prebuild(6, "w8a16_fast", VARIANTS).items():  # in parallel; loads below hit the cache
     print(f"build {name} failed:\n{err}")
 bw = roofline.ceilings()["copy_GBps"]
 prob = catalog.W8A16
@@ -58,7 +58,7 @@ def cublas_us(s):  # the baseline each shape is compared with: cuBLAS FP16 on FP
 
 base = {s: cublas_us(s) for s in SHAPES} if TILED else {}
 for name, flags in VARIANTS.items():
-    mod = build.load(6, "w8a16", solution=True, extra_cuda_flags=flags)
+    mod = build.load(6, "w8a16_fast", solution=True, extra_cuda_flags=flags)
     ops = {"tiled W8A16": (prob, prob.bind(mod.gemm_w8a16)), "W8A8": (catalog.W8A8, catalog.W8A8.bind(mod.linear_w8a8))} \
         if TILED else {"GEMV": (prob, prob.bind(mod.gemv_w8a16))}
     for what, (p, op) in ops.items():
