@@ -30,7 +30,7 @@ for name, err in build.prebuild(8, "nf4", VARIANTS).items():
     print(f"build {name} failed:\n{err}")
 bw = roofline.ceilings()["copy_GBps"]
 prob = catalog.NF4_TILES if PERSIST else catalog.NF4_LINEAR  # the tiles problem's inputs are quant.NF4Tiles
-w4 = catalog.W4A16.bind(build.load(7, "w4a16", solution=True).linear_w4a16)
+w4 = catalog.W4A16.bind(build.load(7, "w4a16_fast", solution=True).linear_w4a16)
 base = {s: bench.time_fn(torch.nn.functional.linear, bench.input_sets(catalog.FP16, s), reps=50).median_us for s in SHAPES}
 int4 = {s: bench.time_fn(w4, bench.input_sets(catalog.W4A16, s), reps=50).median_us for s in SHAPES}
 for s in SHAPES:

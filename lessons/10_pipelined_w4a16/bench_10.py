@@ -96,7 +96,7 @@ def run(ms=None, *, ladder: bool = False, kns=None, solution: bool = True, recor
         routes = {route: (k.problem, k.problem.bind(getattr(mod, k.launcher))) for route, k in LADDER.items()}
     else:
         routes = {OURS: (pf, pf.bind(mod.linear_w4a16_frag)),
-                  W4A16_07: (p, p.bind(build.load(7, "w4a16", solution=True).linear_w4a16))}
+                  W4A16_07: (p, p.bind(build.load(7, "w4a16_fast", solution=True).linear_w4a16))}
     bw = roofline.ceilings()["copy_GBps"]
     no_marlin = None if ladder else marlin.unavailable()
     if no_marlin:
