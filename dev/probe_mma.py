@@ -82,7 +82,7 @@ def main():
                     best[kind] = (tops, per_clk, ilp, wps)
                 print(f"{KINDS[kind]:<32} ILP {ilp} warps/SM {wps:>2}: {tops:7.1f} T/s  {per_clk:6.0f} ops/clk/SM", flush=True)
 
-    tc = build.load(4, "tc_gemm", solution=True)
+    tc = build.load(4, "tc_fast", solution=True)
 
     def ours(name, dtype):
         f = getattr(tc, name)
@@ -91,11 +91,11 @@ def main():
                               x.shape[0], w.shape[0], x.shape[1])
 
     gemms = [("cuBLAS FP16 (F.linear)", torch_linear, torch.float16, 0),
-             ("04 mma.sync FP16", ours("gemm_mma_f16", torch.float16), torch.float16, 0),
-             ("04 WMMA FP16", ours("gemm_wmma_f16", torch.float16), torch.float16, 3),
+             ("04 mma.sync FP16", ours("gemm_fast_mma_f16", torch.float16), torch.float16, 0),
+             ("04 WMMA FP16", ours("gemm_fast_wmma_f16", torch.float16), torch.float16, 3),
              ("torch._int_mm", torch_int_mm, torch.int8, 2),
-             ("04 mma.sync INT8", ours("gemm_mma_s8", torch.int8), torch.int8, 2),
-             ("04 WMMA INT8", ours("gemm_wmma_s8", torch.int8), torch.int8, 2)]
+             ("04 mma.sync INT8", ours("gemm_fast_mma_s8", torch.int8), torch.int8, 2),
+             ("04 WMMA INT8", ours("gemm_fast_wmma_s8", torch.int8), torch.int8, 2)]
     gem_rows = []
     for n in ((8192,) if QUICK else (4096, 8192)):
         for name, fn, dt, kind in gemms:

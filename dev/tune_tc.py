@@ -6,9 +6,9 @@ each, and time them against cuBLAS FP16 and torch._int_mm in one run.
                                                   (--record: results/04.json, section "ablate", with
                                                   COURSE_RECORD=1; lesson 04's notebook shows it)
 
-A configuration is block tile width, shared tile depth in bytes, pipeline stages (see tc_gemm.cu); the
+A configuration is block tile width, shared tile depth in bytes, pipeline stages (see solutions/04_tensor_cores/tc_fast.cu); the
 cp.async ones are built with TC_TMA=0, so an H100 runs them and not the copy-engine path.
---ablate builds the mma.sync kernel with parts of its K loop switched off (TC_ABLATE in tc_gemm.cu: the
+--ablate builds the mma.sync kernel with parts of its K loop switched off (TC_ABLATE in tc_fast.cu: the
 refills, the per-step fragment loads, the waits for the tiles): the results are wrong, so those builds are
 timed, not checked; the time each saves is what that part costs. It also times both kernels on the two
 pipelines: cp.async copies by the math warps (TC_TMA=0), and the copy engine with padded 144-byte rows
@@ -43,7 +43,7 @@ if extra:
     VARIANTS = {"command line " + " ".join(extra): extra}
 sizes = [int(s) for s in sys.argv[1:] if s.isdigit()] or [4096, 8192]
 
-for name, err in build.prebuild(4, "tc_gemm", VARIANTS).items():  # in parallel; loads below hit the cache
+for name, err in build.prebuild(4, "tc_fast", VARIANTS).items():  # in parallel; loads below hit the cache
     print(f"build {name} failed:\n{err}")
 
 rows = []
@@ -51,14 +51,14 @@ for prob, dt, base_name, base in ((catalog.FP16, "f16", "cuBLAS FP16", torch_lin
                                   (catalog.INT8, "s8", "torch._int_mm", torch_int_mm)):
     ops = {base_name: base}
     for vname, flags in VARIANTS.items():
-        mod = build.load(4, "tc_gemm", solution=True, extra_cuda_flags=flags)
+        mod = build.load(4, "tc_fast", solution=True, extra_cuda_flags=flags)
         if ABLATE:
             kinds = ("wmma",) if vname in WMMA_ONLY else ("wmma", "mma") if vname in CHECKED else ("mma",)
         else:
             kinds = ("wmma", "mma") if vname == "shipped" else (vname.split()[0],)
         for kind in kinds:
             label = f"{dt} {kind} {vname}" if ABLATE else f"{dt} {kind} {vname.split()[-1]}"
-            op = prob.bind(getattr(mod, f"gemm_{kind}_{dt}"), label)
+            op = prob.bind(getattr(mod, f"gemm_fast_{kind}_{dt}"), label)
             if ABLATE and vname not in CHECKED:
                 ops[op.__name__] = op  # wrong on purpose: timed only
                 continue

@@ -98,7 +98,7 @@ def test_demo_on_gpu(capsys):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("lesson, first", [(4, "PASS  04 WMMA FP16"), (6, "PASS  06 fused W8A16 GEMV"),
+@pytest.mark.parametrize("lesson, first", [(4, "PASS  04.1 WMMA FP16"), (6, "PASS  06 fused W8A16 GEMV"),
                                           (7, "PASS  07 fused W4A16 GEMV"), (8, "PASS  08 NF4 dequantize"),
                                           (9, "PASS  09 W4A8"), (10, "PASS  10.1 write-back"),
                                           (11, "PASS  11 decode attention"), (12, "PASS  12 W4A16, TMA + wgmma")])

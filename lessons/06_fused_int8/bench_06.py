@@ -56,7 +56,7 @@ VIEWS = {
 def run(ms=(1, 4, 16, 64, 256), *, solution: bool = True, record: bool = False, verbose: bool = True) -> list:
     """Time every route on every shape in one run; returns the rows (results.Row), recorded with record=True."""
     mod = build.load(6, "w8a16", solution=solution)
-    tc = build.load(4, "tc_gemm", solution=True)  # lesson 04's GEMM: the solution, whatever lesson 06 runs
+    tc = build.load(4, "tc_fast", solution=True)  # lesson 04's GEMM: the solution, whatever lesson 06 runs
     prob = catalog.W8A16
     fused = prob.bind(mod.linear_w8a16)
     gemv, tiled = prob.bind(mod.gemv_w8a16), prob.bind(mod.gemm_w8a16)
@@ -64,7 +64,7 @@ def run(ms=(1, 4, 16, 64, 256), *, solution: bool = True, record: bool = False, 
     w8a8 = catalog.W8A8.bind(mod.linear_w8a8)
     dequant = catalog.DEQUANT_W8.bind(mod.dequant_w8)
     gemv16 = catalog.GEMV_F16.bind(mod.gemv_f16)
-    gemm16 = catalog.FP16.bind(tc.gemm_mma_f16)
+    gemm16 = catalog.FP16.bind(tc.gemm_fast_mma_f16)
     bw = roofline.ceilings()["copy_GBps"]
 
     def unfused_python(x, q, s):
