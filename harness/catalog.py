@@ -38,6 +38,11 @@ _K16_SHAPES = ((1, 67, 128), (17, 33, 16), (127, 255, 1008), (1, 1024, 256), (20
 FP16_K8 = Linear(torch.float16, torch.float16, "linear_f16_k8", check_shapes=_K16_SHAPES)
 INT8_K16 = Linear(torch.int8, torch.int32, "linear_s8_k16", check_shapes=_K16_SHAPES)
 GEMV_F16 = GemvLinear(torch.float16, torch.float16, "gemv_f16")
+# Lesson 06's teaching GEMV reads 16 weights per lane: K a multiple of 16 (check shapes: M past one grid row of
+# 8 tokens, N not a multiple of the 4 outputs a block computes).
+GEMV_F16_K16 = GemvLinear(torch.float16, torch.float16, "gemv_f16_k16", k_multiple=16,
+                          check_shapes=((1, 67, 16), (17, 33, 48), (9, 255, 1024), (1, 1024, 256), (3, 129, 4096),
+                                        (16, 511, 384), (200, 100, 4112)))
 W8A16 = W8A16Linear()
 W8A16_TILES = W8A16TilesLinear()
 DEQUANT_W8 = DequantW8()
@@ -85,13 +90,19 @@ KERNELS = [
     Kernel(4, "tc_fast", "gemm_fast_wmma_s8", INT8, (), "04 WMMA INT8", stub=False),
     Kernel(4, "tc_fast", "gemm_fast_mma_f16", FP16, (), "04 mma.sync FP16", stub=False),
     Kernel(4, "tc_fast", "gemm_fast_mma_s8", INT8, (), "04 mma.sync INT8", stub=False),
-    Kernel(6, "w8a16", "gemv_w8a16", W8A16, ("06.a", "06.b"), "06 fused W8A16 GEMV"),
-    Kernel(6, "w8a16", "gemv_w8a16_tiles", W8A16_TILES, ("06.a", "06.b"), "06 fused W8A16 GEMV, 16-row tiles"),
-    Kernel(6, "w8a16", "gemv_f16", GEMV_F16, ("06.b",), "06 FP16 GEMV"),
-    Kernel(6, "w8a16", "dequant_w8", DEQUANT_W8, ("06.a",), "06 dequantize INT8 to FP16"),
-    Kernel(6, "w8a16", "gemm_w8a16", W8A16, ("06.a",), "06 fused W8A16 tiled"),
-    Kernel(6, "w8a16", "linear_w8a16", W8A16, ("06.a", "06.b"), "06 fused W8A16 (GEMV to M=16, then tiled)"),
-    Kernel(6, "w8a16", "linear_w8a8", W8A8, ("06.c",), "06 W8A8 (per-token quantize + INT8 GEMM)"),
+    # Lesson 06: the teaching kernels (one GEMV template over three formats), then w8a16_fast.cu, the lesson's fast
+    # kernel (solutions/ only; its labels those of the recorded rows, results/06.json). Lessons 07, 09 and 11 use it.
+    Kernel(6, "w8a16", "dequant_w8_basic", DEQUANT_W8, ("06.a",), "06.1 dequantize INT8 to FP16"),
+    Kernel(6, "w8a16", "gemv_f16_basic", GEMV_F16_K16, ("06.b",), "06.2 FP16 GEMV (lanes split K)"),
+    Kernel(6, "w8a16", "gemv_w8a16_basic", W8A16, ("06.a", "06.b"), "06.3 fused W8A16 GEMV"),
+    Kernel(6, "w8a16", "linear_w8a8_basic", W8A8, ("06.b", "06.c"), "06.4 W8A8 (per-token quantize + INT8 GEMV)"),
+    Kernel(6, "w8a16_fast", "gemv_w8a16", W8A16, (), "06 fused W8A16 GEMV", stub=False),
+    Kernel(6, "w8a16_fast", "gemv_w8a16_tiles", W8A16_TILES, (), "06 fused W8A16 GEMV, 16-row tiles", stub=False),
+    Kernel(6, "w8a16_fast", "gemv_f16", GEMV_F16, (), "06 FP16 GEMV", stub=False),
+    Kernel(6, "w8a16_fast", "dequant_w8", DEQUANT_W8, (), "06 dequantize INT8 to FP16", stub=False),
+    Kernel(6, "w8a16_fast", "gemm_w8a16", W8A16, (), "06 fused W8A16 tiled", stub=False),
+    Kernel(6, "w8a16_fast", "linear_w8a16", W8A16, (), "06 fused W8A16 (GEMV to M=16, then tiled)", stub=False),
+    Kernel(6, "w8a16_fast", "linear_w8a8", W8A8, (), "06 W8A8 (per-token quantize + INT8 GEMM)", stub=False),
     # Lesson 07's two teaching kernels; w4a16_fast.cu is the lesson's fast kernel (solutions/ only), its labels those
     # of its recorded rows (results/07.json). Lessons 08-12 and the decode step use its launchers by name.
     Kernel(7, "w4a16", "dequant_int4", DEQUANT_W4, ("07.a",), "07.1 dequantize INT4 to FP16 (one LOP3 per pair)"),
@@ -151,6 +162,7 @@ SHAPES = {
     "linear_f16_k8": Shapes(_MNK, (("K", 8),), why=(("K", "each cp.async copies 16 bytes of a row: pad K with zeros"),)),
     "linear_s8_k16": Shapes(_MNK, (("K", 16),), why=(("K", "each cp.async copies 16 bytes of a row: pad K with zeros"),)),
     "gemv_f16": Shapes(_MNK, (("K", 64),), why=(("K", "the GEMV reads W in 64-wide blocks along K"),)),
+    "gemv_f16_k16": Shapes(_MNK, (("K", 16),), why=(("K", "each lane reads 16 weights (one 32-byte piece) at a time"),)),
     "w8a16": Shapes(_MNK, (("K", 128),), why=_GROUP), "w8a16_tiles": Shapes(_MNK, (("K", 128),), why=_GROUP),
     "dequant_w8": Shapes(("N", "K"), (("K", 128),), why=_GROUP),
     "w8a8": Shapes(_MNK, (("K", 128),), why=(("K", "the INT8 GEMM reads K in 128-wide tiles"),)),
