@@ -82,11 +82,15 @@ def test_notebook_cells_that_launch_kernels_are_tagged(nb):
         if cell.cell_type != "code":
             continue
         tagged = "gpu" in cell.metadata.get("tags", [])
+        if tagged:  # JupyterLab then skips it without a GPU too, as ./course run does
+            assert cell.source.startswith("%%gpu\n"), f"{nb.name} cell {i} is tagged gpu but lacks its %%gpu line"
         if GPU_CALLS.search(cell.source):
             assert tagged, f"{nb.name} cell {i} launches kernels but is not tagged gpu:\n{cell.source[:200]}"
         errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
         assert not errors, f"{nb.name} cell {i} has a stored error"
     assert any(c.get("outputs") for c in book.cells if c.cell_type == "code"), f"{nb.name} has no stored outputs"
+    first = next(c for c in book.cells if c.cell_type == "code")
+    assert "%load_ext harness.notebook" in first.source.splitlines(), f"{nb.name}: its first cell must load %%gpu"
 
 
 def test_runner_skips_gpu_cells_without_gpu(tmp_path, monkeypatch):
