@@ -11,8 +11,9 @@ runs on each input set's own weights, packed into its layout before timing (test
     python lessons/07_fused_int4/bench_07.py [--m 1 4 16 64 256] [--exercises] [--record]
 
 The notebook imports it (`import bench_07; bench_07.run(...)`). With --record the rows go to build/results/07.json
-(results/07.json with COURSE_RECORD=1). --exercises times your kernels/ file for lesson 07; the other lessons'
-kernels it compares with always come from solutions/.
+(results/07.json with COURSE_RECORD=1). The teaching kernels (w4a16.cu: dequant_int4, gemv_int4) come from your
+kernels/ file with --exercises, else from solutions/; the fast kernels (w4a16_fast.cu) have no stub. With --exercises
+only lesson 07's kernels and the libraries are timed (lesson 06's INT8 kernel is left out).
 """
 import argparse
 import itertools
@@ -35,6 +36,7 @@ GEMV_TILES = results.register("w4a16.gemv_tiles", "(07) GEMV, 16-row tiles", "GE
 FUSED_ZP = results.register("w4a16.fused_zp", "(07) fused W4A16, zero points", "07 with zero points")
 W8A16_06 = results.register("w8a16.fused_06", "(06) fused W8A16 (INT8 weights)", "06 fused W8A16")
 W4A16_07 = results.register("w4a16_07", "(07) W4A16", "07 W4A16")  # lesson 07's kernel in lessons 09, 10 and 12
+TEACH = results.register("w4a16.teach_gemv", "(07.2) teaching GEMV, scale after the mma", "07.2 teaching GEMV")
 
 VIEWS = {
     "main": {"columns": [CUBLAS, DEQ, TINYGEMM, MARLIN, W8A16_06, FUSED, FUSED_ZP],
@@ -48,7 +50,92 @@ VIEWS = {
     "graph": {"kernels": {GEMV_TILES: "07 W4A16"},
               "vs": {"cuBLAS FP16": CUBLAS, "dequantize + cuBLAS": DEQ, "tinygemm": TINYGEMM, "Marlin": MARLIN}},
     "headline": {"ours": GEMV_TILES, "base": CUBLAS, "shape": [1, 8192, 8192]},
+    "teach": {"only": TEACH, "columns": [CUBLAS, TEACH, GEMV, GEMV_TILES],
+              "derived": [["pct", TEACH], ["pct", GEMV_TILES], ["vs", TEACH, CUBLAS], ["vs", GEMV, TEACH],
+                          ["vs", GEMV_TILES, TEACH]],
+              "note": "µs, median; weights rotated past L2; the teaching GEMV (w4a16.cu) against the fast kernel's "
+                      "GEMV on the same row-major weights and on 16-row tiles (w4a16_fast.cu)."},
 }
+SHAPES_MNK = [(M, N, K) for K, N in SHAPES_KN for M in (1, 16)]
+
+
+def floors(c: dict | None = None) -> str:
+    """Bytes a linear layer must move in INT4, INT8 and FP16 weights, and the floor they set at the copy bandwidth
+    (lesson 00's recorded H100 figure unless `c` is given). No GPU needed."""
+    c = c or roofline.recorded()
+    bw = c["copy_GBps"]
+    out = [f"copy bandwidth {bw:,.0f} GB/s ({c['gpu']})",
+           f"{'K × N':<13} {'M':>3} {'INT4 MB':>8} {'INT8 MB':>8} {'FP16 MB':>8} {'floor INT4 µs':>14} "
+           f"{'floor FP16 µs':>14}"]
+    for M, N, K in SHAPES_MNK:
+        b4, b8, b16 = (p.bytes((M, N, K)) for p in (catalog.W4A16, catalog.W8A16, catalog.FP16))
+        out.append(f"{K:>5} × {N:<5} {M:>3} {b4 / 1e6:>8.1f} {b8 / 1e6:>8.1f} {b16 / 1e6:>8.1f} "
+                   f"{b4 / bw / 1e3:>14.1f} {b16 / bw / 1e3:>14.1f}")
+    return "\n".join(out)
+
+
+def budget(c: dict | None = None, shape=(1, 8192, 8192), clock_ghz: float = 1.755) -> str:
+    """What the INT4 floor leaves for arithmetic: weights each SM must take in per cycle, and the lane-instructions
+    per weight that allows (an SM issues at most 4 warp instructions, 128 lane-instructions, per cycle). The SM count
+    is the recorded GPU's; clock_ghz is the H100 SXM's clock under load. No GPU needed."""
+    c = c or roofline.recorded()
+    M, N, K = shape
+    sms = c["env"]["sms"]
+    floor = catalog.W4A16.bytes(shape) / c["copy_GBps"] / 1e3
+    per_cycle = N * K / (sms * floor * 1e3 * clock_ghz)
+    return (f"{N} × {K} at M = {M}: floor {floor:.1f} µs on {sms} SMs at {clock_ghz} GHz\n"
+            f"each SM must take in {per_cycle:.1f} weights per cycle\n"
+            f"at 100% issue: {128 / per_cycle:.1f} lane-instructions per weight, everything included; at 50%: "
+            f"{64 / per_cycle:.1f}")
+
+
+def teaching_ops(solution: bool | None = None) -> dict:
+    """The teaching kernels of w4a16.cu (yours, or the solution), bound to their problems with the catalog's shape
+    rules: {launcher: op}."""
+    return {k.launcher: catalog.op(k, solution=solution) for k in catalog.kernels(7) if k.stub}
+
+
+def checked(solution: bool | None = None) -> dict:
+    """Check each teaching kernel on its problem's odd shapes; prints a verdict each, returns the ops that pass."""
+    from harness import check
+    good = {}
+    for k in (k for k in catalog.kernels(7) if k.stub):
+        op = catalog.op(k, solution=solution)
+        res = check.check(k.problem, op, name=k.label)
+        print(res)
+        if res.ok:
+            good[k.launcher] = op
+    return good
+
+
+def unpack_step(solution: bool | None = None, shape=(8192, 8192)) -> str:
+    """dequant_int4 (exercise 07.a, unscaled unpack plus one multiply) at N × K, weights rotated past L2, against the
+    floor of its bytes: N·K/2 read, 2·N·K written, the scales read."""
+    op = teaching_ops(solution)["dequant_int4"]
+    prob = catalog.DEQUANT_W4
+    t = bench.time_fn(op, bench.input_sets(prob, shape), reps=50)
+    nbytes, bw = prob.bytes(shape), roofline.ceilings()["copy_GBps"]
+    return (f"dequant_int4 {shape[0]} × {shape[1]}: {t.median_us:.1f} µs for {nbytes / 1e6:.1f} MB, floor "
+            f"{nbytes / bw / 1e3:.1f} µs: {100 * nbytes / bw / 1e3 / t.median_us:.0f}% of the copy bandwidth")
+
+
+def gemv_step(ms=(1, 4, 16), kn=(8192, 8192), solution: bool | None = None) -> str:
+    """The teaching GEMV (exercise 07.b) against cuBLAS FP16 on the same weights, and the INT4 floor, at K × N."""
+    import torch
+    op, prob = teaching_ops(solution)["gemv_int4"], catalog.W4A16
+    bw = roofline.ceilings()["copy_GBps"]
+    dequant = catalog.DEQUANT_W4.bind(build.load(7, "w4a16_fast").dequant_w4)
+    out = [f"{'K × N':<13} {'M':>3} {'floor µs':>9} {'07.2 µs':>8} {'% copy bw':>10} {'cuBLAS FP16 µs':>15}"]
+    for M in ms:
+        shape = (M, kn[1], kn[0])
+        sets = bench.input_sets(prob, shape)
+        w16 = {id(s[1]): dequant(s[1], s[2]) for s in sets}
+        mine = bench.time_fn(op, sets, reps=50).median_us
+        cub = bench.time_fn(lambda x, q, s: torch.nn.functional.linear(x, w16[id(q)]), sets, reps=50).median_us
+        floor = prob.bytes(shape) / bw / 1e3
+        out.append(f"{kn[0]:>5} × {kn[1]:<5} {M:>3} {floor:>9.1f} {mine:>8.1f} {100 * floor / mine:>9.0f}% {cub:>15.1f}")
+        del sets, w16
+    return "\n".join(out)
 
 
 def tinygemm_op(N, K, group=128, inner_k_tiles=8, l2_multiple=3.0):
@@ -83,7 +170,7 @@ def run(ms=(1, 4, 16, 64, 256), *, solution: bool = True, record: bool = False, 
     fused, fused_asym = prob.bind(mod.linear_w4a16), asym.bind(mod.linear_w4a16_asym)
     gemv, gemv_tiles = prob.bind(mod.gemv_w4a16), catalog.W4A16_TILES.bind(mod.gemv_w4a16_tiles)
     dequant = catalog.DEQUANT_W4.bind(mod.dequant_w4)
-    int8 = p8.bind(mod6.linear_w8a16)
+    int8 = p8.bind(mod6.linear_w8a16) if mod6 else None
     bw = roofline.ceilings()["copy_GBps"]
     no_marlin = marlin.unavailable()
     if no_marlin:
@@ -108,11 +195,13 @@ def run(ms=(1, 4, 16, 64, 256), *, solution: bool = True, record: bool = False, 
             if M <= 16:  # the GEMV on row-major weights, then on the same weights in tiles (each set's own)
                 tw = {id(s[1]): quant.to_tiles(quant.Int4Weight(s[1], s[2], prob.group)) for s in sets}
                 timed[GEMV] = tf(gemv, sets)
+                timed[TEACH] = tf(teach, sets)
                 timed[GEMV_TILES] = tf(lambda x, q, s: gemv_tiles(x, tw[id(q)]), sets)
                 del tw
             del sets, w16
             timed[FUSED_ZP] = tf(fused_asym, bench.input_sets(asym, shape))
-            timed[W8A16_06] = tf(int8, bench.input_sets(p8, shape))
+            if int8:
+                timed[W8A16_06] = tf(int8, bench.input_sets(p8, shape))
             base = timed[CUBLAS].median_us
             tiny_us = timed[TINYGEMM].median_us if TINYGEMM in timed else None
             marlin_us = timed[MARLIN].median_us if MARLIN in timed else None
@@ -143,7 +232,7 @@ def main(argv=None):
     ap.add_argument("--record", action="store_true")
     a = ap.parse_args(argv)
     rows = run(a.m, solution=not a.exercises, record=a.record)
-    for view in ("main", "tiles"):
+    for view in ("main", "tiles", "teach"):
         print("\n" + results.view_markdown(7, SECTION, view, sec=results.this_run(rows, VIEWS)))
 
 
