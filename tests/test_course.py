@@ -201,7 +201,7 @@ def test_nf4_gemv_on_tiles_equals_row_major_bit_for_bit():
     bit; also where the tiles' launch keeps one generation of blocks that each compute several units (at M <= 8,
     where the units of 16 outputs outnumber the blocks that fit: N 14336, 20008 and 9000 on an H100)."""
     import torch
-    mod = build.load(8, "nf4", solution=True)
+    mod = build.load(8, "nf4_fast", solution=True)
     rows_op = problems.NF4Linear().bind(mod.gemv_nf4)
     tiles = problems.NF4TilesLinear()
     tiles_op = tiles.bind(mod.gemv_nf4_tiles)

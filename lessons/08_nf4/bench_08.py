@@ -1,13 +1,14 @@
-"""Lesson 08's benchmark, inputs rotated past L2: the NF4 dequantize kernels (codebook in global memory, decision
-tree, shared memory, registers with shuffles, a table of pairs) against PyTorch's lookup (harness.quant), bitsandbytes'
-own kernel (harness.baselines.bnb, on the same bytes), a kernel that moves the same bytes without decoding them
-(stream_probe.cu: the floor of the lesson's loop) and the copy bandwidth; then the fused NF4 GEMV (on
-bitsandbytes' row-major bytes, on the same bytes in 16-row tiles, repacked before timing, and on those tiles with the
-absmax double-quantized as bitsandbytes' compress_statistics does) against cuBLAS FP16,
-dequantize + cuBLAS, bitsandbytes' matmul_4bit and lesson 07's W4A16 GEMV, each call timed on its own and replayed
-from a CUDA graph (bench.graph_fn, column graph_us: a decode step as a serving engine runs it). With --record the
-rows go to build/results/08.json (results/08.json with COURSE_RECORD=1), sections "dequant" and "gemv".
---exercises times your kernels/ file for lesson 08; lesson 07's GEMV always comes from solutions/.
+"""Lesson 08's benchmark, inputs rotated past L2: the NF4 dequantize kernels of the teaching file (codebook in global
+memory, decision tree, shared memory, registers with shuffles, a table of pairs, the table of pairs once per bank)
+against PyTorch's lookup (harness.quant), bitsandbytes' own kernel (harness.baselines.bnb, on the same bytes), a
+kernel that moves the same bytes without decoding them (stream_probe.cu: the floor of the lesson's loop) and the copy
+bandwidth; then the GEMVs: the teaching file's warp-per-output GEMV and the fast kernel's fused GEMV (nf4_fast.cu:
+on bitsandbytes' row-major bytes, on the same bytes in 16-row tiles, repacked before timing, and on those tiles with
+the absmax double-quantized) against cuBLAS FP16, dequantize + cuBLAS, bitsandbytes' matmul_4bit and lesson 07's
+W4A16 GEMV, each call timed on its own and replayed from a CUDA graph (column graph_us). With --record the rows go to
+build/results/08.json (results/08.json with COURSE_RECORD=1), sections "dequant" and "gemv".
+--exercises times your kernels/ file for lesson 08 (the fast kernel has no exercise: always the solution) and leaves
+out lesson 07's GEMV, so that only lesson 08's kernels are timed.
 
     python lessons/08_nf4/bench_08.py [--exercises] [--record]
 """
@@ -27,6 +28,7 @@ GLOBAL, TREE, SMEM = "nf4.dequant_nf4_global", "nf4.dequant_nf4_branchy", "nf4.d
 BNB_DEQUANT = results.register("bnb.dequantize_4bit", bnb.DEQUANT_OP)
 FLOOR = results.register("nf4.floor", "the same bytes, no decoding (floor)")
 DEQ = results.register("nf4.dequant_cublas", "dequantize NF4 + cuBLAS")
+GEMV_WARP = results.register("nf4.gemv_warp", "(08) NF4 GEMV, a warp per output (teaching kernel)")
 GEMV = results.register("nf4.gemv", "(08) fused NF4 GEMV")
 GEMV_TILES = results.register("nf4.gemv_tiles", "(08) fused NF4 GEMV, 16-row tiles")
 GEMV_DQ = results.register("nf4.gemv_tiles_dq", "(08) fused NF4 GEMV, tiles, double-quantized absmax")
@@ -41,16 +43,16 @@ VIEWS = {
                          "the same bytes; the floor moves the same bytes through the same loop with no decoding, so no "
                          "kernel of this loop is faster than the tree by more than the last column."}},
     "gemv": {
-        "main": {"columns": [CUBLAS, DEQ, GEMV, GEMV_TILES, GEMV_DQ, W4A16, BNB_LINEAR],
-                 "derived": [["vs", GEMV, CUBLAS], ["vs", GEMV_TILES, GEMV], ["vs", GEMV_TILES, CUBLAS],
+        "main": {"columns": [CUBLAS, DEQ, GEMV_WARP, GEMV, GEMV_TILES, GEMV_DQ, W4A16, BNB_LINEAR],
+                 "derived": [["vs", GEMV, CUBLAS], ["vs", GEMV_TILES, GEMV_WARP], ["vs", GEMV_TILES, GEMV], ["vs", GEMV_TILES, CUBLAS],
                              ["pct", GEMV_TILES], ["vs", GEMV_TILES, BNB_LINEAR], ["vs", GEMV_DQ, CUBLAS]],
                  "note": "µs, median; weights rotated past L2; the two NF4 GEMVs are the same arithmetic on the same "
-                         "bytes in two orders (on tiles at M ≤ 8, where a shape has more units of 16 outputs than "
-                         "blocks fit at once, one generation of blocks computes them all: lesson 08, section 5); "
+                         "bytes in two orders; the teaching GEMV decodes the same bytes on CUDA cores, a warp per "
+                         "output; "
                          "bitsandbytes' matmul_4bit runs the kernel the library picks for the shape and GPU; "
                          "double-quantized: the same weights with each absmax an 8-bit code (bitsandbytes' "
                          "compress_statistics), 4.13 bits per weight instead of 4.5."},
-        "graph": {"kernels": {GEMV_TILES: "08 NF4", GEMV_DQ: "08 NF4, double-quantized"},
+        "graph": {"kernels": {GEMV_WARP: "08 NF4, teaching", GEMV_TILES: "08 NF4", GEMV_DQ: "08 NF4, double-quantized"},
                   "vs": {"cuBLAS FP16": CUBLAS, "dequantize + cuBLAS": DEQ, "bitsandbytes": BNB_LINEAR}},
         "headline": {"ours": GEMV_TILES, "base": CUBLAS, "shape": [1, 8192, 8192]}},
 }
@@ -66,8 +68,10 @@ def _stream_probe():
 
 def run(*, solution: bool = True, record: bool = False, verbose: bool = True) -> dict:
     """Time the dequantize kernels, then the GEMVs, each in one run; returns {"dequant": rows, "gemv": rows}
-    (results.Row), recorded with record=True."""
+    (results.Row), recorded with record=True. solution=False: the teaching kernels from your kernels/ file, and no
+    other lesson's kernel."""
     mod = build.load(8, "nf4", solution=solution)
+    fast = build.load(8, "nf4_fast", solution=True)  # the lesson's fast kernel: solutions/ only
     prob = catalog.DEQUANT_NF4
     ops = {route: prob.bind(getattr(mod, k.launcher), k.label) for route, k in KERNELS.items()}
 
@@ -108,13 +112,14 @@ def run(*, solution: bool = True, record: bool = False, verbose: bool = True) ->
     if record:
         print("recorded in", results.record(8, "dequant", rows, views=VIEWS["dequant"]).relative_to(build.ROOT))
 
-    # The fused GEMV against cuBLAS FP16 on FP16 weights, PyTorch's route (our dequantize, then cuBLAS) and lesson
-    # 07's W4A16 GEMV on INT4 weights of the same size.
+    # The GEMVs against cuBLAS FP16 on FP16 weights, PyTorch's route (our dequantize, then cuBLAS) and, with the
+    # solutions, lesson 07's W4A16 GEMV on INT4 weights of the same size.
     lin, p4 = catalog.NF4_LINEAR, catalog.W4A16
-    fused, fused_tiles = lin.bind(mod.gemv_nf4), catalog.NF4_TILES.bind(mod.gemv_nf4_tiles)
-    fused_dq = catalog.NF4_TILES_DQ.bind(mod.gemv_nf4_tiles_dq)
+    warp = lin.bind(mod.gemv_nf4_warp)
+    fused, fused_tiles = lin.bind(fast.gemv_nf4), catalog.NF4_TILES.bind(fast.gemv_nf4_tiles)
+    fused_dq = catalog.NF4_TILES_DQ.bind(fast.gemv_nf4_tiles_dq)
     deq = prob.bind(mod.dequant_nf4_pairs)
-    w4 = p4.bind(build.load(7, "w4a16_fast", solution=True).linear_w4a16)  # lesson 07's fast kernel
+    w4 = p4.bind(build.load(7, "w4a16_fast", solution=True).linear_w4a16) if solution else None
     grows = []
     for N, K in ((4096, 14336), (14336, 4096), (8192, 8192)):
         for M in (1, 4, 16):
@@ -126,10 +131,12 @@ def run(*, solution: bool = True, record: bool = False, verbose: bool = True) ->
             tf = lambda op, sets: bench.time_fn(op, sets, reps=50, graph=True)
             timed = {CUBLAS: tf(torch.nn.functional.linear, bench.input_sets(catalog.FP16, s)),
                      DEQ: tf(lambda x, q, am, cb: torch.nn.functional.linear(x, deq(q, am, cb)), sets),
+                     GEMV_WARP: tf(warp, sets),
                      GEMV: tf(fused, sets),
                      GEMV_TILES: tf(lambda x, q, am, cb: fused_tiles(x, tw[id(q)]), sets),
-                     GEMV_DQ: tf(lambda x, q, am, cb: fused_dq(x, dqw[id(q)]), sets),
-                     W4A16: tf(w4, bench.input_sets(p4, s))}
+                     GEMV_DQ: tf(lambda x, q, am, cb: fused_dq(x, dqw[id(q)]), sets)}
+            if w4 is not None:
+                timed[W4A16] = tf(w4, bench.input_sets(p4, s))
             if not no_bnb:
                 timed[BNB_LINEAR] = tf(bnb.linear_op, sets)
             base = timed[CUBLAS].median_us
