@@ -122,6 +122,37 @@ def floor_us(shape, kind: str, c: dict | None = None) -> float:
     return roofline.floor_us(prob.flops(shape), prob.bytes(shape), c or roofline.ceilings(), kind)
 
 
+def floors(n: int = 4096, c: dict | None = None) -> str:
+    """The roofline's floor at n³ per kind, from the recorded H100 ceilings unless given others: the prediction."""
+    c = c or roofline.recorded()
+    out = [f"ceilings of {c['gpu']} (recorded): {c['copy_GBps']:,.0f} GB/s, FP16 {c['fp16_TFLOPs']} TFLOP/s, "
+           f"INT8 {c['int8_TOPs']} TOP/s"]
+    for kind, prob in PROBLEMS.items():
+        shape = (n, n, n)
+        fl, by = prob.flops(shape), prob.bytes(shape)
+        out.append(f"{kind.upper()} at {n}³: {fl / 1e9:,.0f} GFLOP over {by / 1e6:,.0f} MB = {fl / by:,.0f} FLOP/B; "
+                   f"floor {floor_us(shape, kind, c):,.0f} µs ({'compute' if fl / roofline.rate(c, kind) / 1e6 >= by / c['copy_GBps'] / 1e3 else 'memory'}-bound)")
+    return "\n".join(out)
+
+
+def fast_steps(n: int = 4096) -> str:
+    """The fast kernel's extra steps at n³, each measured (the recorded ablation run of tc_fast.cu's mma.sync kernel:
+    results/04.json, section "ablate"), against the library of the same run."""
+    sec = results.load(4, "ablate", prefer_local=False)
+    names = {"cp_async_copies": "128×256 tiles, 3-stage cp.async ring, next fragments in flight, grouped order",
+             "copy_engine_padded_rows": "+ copy engine (TMA) and mbarriers, padded rows",
+             "shipped": "+ the copy engine's 128-byte swizzle (as shipped)"}
+    out = [f"{'kind':<5} {'step of the fast mma.sync kernel':<76} {'µs':>8} {'% library':>10}"]
+    for kind, dt in (("FP16", "f16"), ("INT8", "s8")):
+        rows = [r for r in results.rows_of(sec) if r.shape[0] == n]
+        for key, name in names.items():
+            r = next((r for r in rows if r.route == f"{dt}_mma_{key}"), None)
+            if r is not None:
+                out.append(f"{kind:<5} {name:<76} {r.us:>8,.1f} {r.extra['pct_baseline']:>9.1f}%")
+    out.append(f"measured on {results.env_line(sec)}")
+    return "\n".join(out)
+
+
 # ----------------------------------------------------------------------------------------------
 # On the GPU
 
@@ -140,6 +171,17 @@ def ops(kind: str, solution: bool = True) -> dict:
         if k.launcher.endswith(dt) and (k.stub or "mma" in k.launcher):
             found[k.label] = catalog.op(k, solution=solution)
     return found
+
+
+STEP_LABELS = {1: ("04.1 WMMA",), 2: ("04.1 WMMA", "04.2 mma.sync"), 3: ("04.2 mma.sync", "04.3 + cp.async double buffer")}
+
+
+def step(n: int, size: int = 4096) -> list[dict]:
+    """Check and time step n (with the step before it) in FP16 and INT8 against the libraries, and print the table."""
+    labels = [f"{p} {d}" for p in STEP_LABELS[n] for d in ("FP16", "INT8")]
+    rows = run((size,), only=labels)
+    print(table(rows))
+    return rows
 
 
 def run(sizes=(4096,), kinds=("fp16", "int8"), *, solution: bool = True, record: bool = False, reps: int = 50,
