@@ -33,6 +33,20 @@ def fmt(section: str, name: str, **match) -> dict:
     return hits[0]
 
 
+def w4a16_row(route: str, shape=(1, 8192, 8192)) -> dict:
+    """Lesson 07's recorded row of one route at one shape (M, N, K)."""
+    hits = [r for r in rows("07", "table") if r["route"] == route and r["shape"] == list(shape)]
+    assert len(hits) == 1, f"results/07.json: no single row for {route} at {shape}"
+    return hits[0]
+
+
+def floor07(problem: str, shape) -> float:
+    """µs to move a problem's minimum bytes at the recorded H100's copy bandwidth (lesson 07, section 1)."""
+    from harness import catalog
+    prob = {"w4a16": catalog.W4A16, "linear_f16": catalog.FP16, "dequant_w4": catalog.DEQUANT_W4}[problem]
+    return prob.bytes(shape) / ceilings()["copy_GBps"] / 1e3
+
+
 def ceilings() -> dict:
     return json.loads((ROOT / "results" / "ceilings" / "NVIDIA_H100_80GB_HBM3.json").read_text())
 
@@ -71,7 +85,34 @@ QUOTES = {
         (r"\| NF4, block 64 \| ([\d.]+) \|", lambda: f"{fmt('memory', 'NF4 block 64')['bits_per_weight']:.1f}"),
         (r"127 / 7 ≈ (\d+) times coarser", lambda: f"{127 / 7:.0f}"),  # INT8's largest level over INT4's
     ],
+    "07": [  # 8192 × 8192 at one token, the recorded table; the floors from the recorded ceilings
+        (r"INT4 floor at 8192 × 8192 is ([\d.]+) µs", lambda: f"{floor07('w4a16', (1, 8192, 8192)):.1f}"),
+        (r"FP16 weights needs at least (\d+) µs", lambda: f"{floor07('linear_f16', (1, 8192, 8192)):.0f}"),
+        (r"time from 2.5 bytes per weight at the copy bandwidth: about (\d+) µs",
+         lambda: f"{floor07('dequant_w4', (8192, 8192)):.0f}"),
+        (r"the fused kernel takes ([\d.]+) µs", lambda: f"{w4a16_row('w4a16.fused')['us']:.1f}"),
+        (r"against ([\d.]+) µs for cuBLAS", lambda: f"{w4a16_row('cublas_fp16')['us']:.1f}"),
+        (r"the tiles take ([\d.]+) µs", lambda: f"{w4a16_row('w4a16.gemv_tiles')['us']:.1f}"),
+        (r"µs: ([\d.]+)× faster than cuBLAS",
+         lambda: f"{w4a16_row('cublas_fp16')['us'] / w4a16_row('w4a16.gemv_tiles')['us']:.2f}"),
+        (r"GEMV on tiles takes ([\d.]+) µs in a\s+graph", lambda: f"{w4a16_row('w4a16.gemv_tiles')['graph_us']:.1f}"),
+    ],
+    "09": [  # section 5's reading of the recorded table, 8192 × 8192
+        (r"W4A8 is ([\d.]+)× faster than cuBLAS FP16", lambda: f"{w4a8_row('w4a8', 64)['speedup_vs_cublas']:.2f}"),
+        (r"([\d.]+)× faster than lesson 07's W4A16", lambda: f"{w4a8_row('w4a16_07', 64)['w4a8_speedup']:.2f}"),
+        (r"([\d.]+)× faster than\s+lesson 06's W8A8", lambda: f"{w4a8_row('w8a8_06', 64)['w4a8_speedup']:.2f}"),
+        (r"W4A8 at ([\d.]+)× of it", lambda: f"{w4a8_row('w4a8', 256)['speedup_vs_cublas']:.2f}"),
+        (r"GEMV is faster \(([\d.]+) against", lambda: f"{w4a8_row('w4a16_07', 16)['us']:.2f}"),
+        (r"GEMV is faster \([\d.]+ against ([\d.]+) µs\)", lambda: f"{w4a8_row('w4a8', 16)['us']:.2f}"),
+    ],
 }
+
+
+def w4a8_row(route: str, M: int) -> dict:
+    """Lesson 09's recorded row of one route at M tokens on 8192 × 8192."""
+    hits = [r for r in rows("09", "table") if r["route"] == route and r["shape"] == [M, 8192, 8192]]
+    assert len(hits) == 1, f"results/09.json: no single row for {route} at M = {M}"
+    return hits[0]
 
 
 @pytest.mark.parametrize("lesson,pattern,recorded", [(n, p, f) for n, qs in QUOTES.items() for p, f in qs],
