@@ -47,6 +47,20 @@ def floor07(problem: str, shape) -> float:
     return prob.bytes(shape) / ceilings()["copy_GBps"] / 1e3
 
 
+def w4a16_row(route: str, shape=(1, 8192, 8192)) -> dict:
+    """Lesson 07's recorded row of one route at one shape (M, N, K)."""
+    hits = [r for r in rows("07", "table") if r["route"] == route and r["shape"] == list(shape)]
+    assert len(hits) == 1, f"results/07.json: no single row for {route} at {shape}"
+    return hits[0]
+
+
+def floor07(problem: str, shape) -> float:
+    """µs to move a problem's minimum bytes at the recorded H100's copy bandwidth (lesson 07, section 1)."""
+    from harness import catalog
+    prob = {"w4a16": catalog.W4A16, "linear_f16": catalog.FP16, "dequant_w4": catalog.DEQUANT_W4}[problem]
+    return prob.bytes(shape) / ceilings()["copy_GBps"] / 1e3
+
+
 def ceilings() -> dict:
     return json.loads((ROOT / "results" / "ceilings" / "NVIDIA_H100_80GB_HBM3.json").read_text())
 
@@ -84,6 +98,18 @@ QUOTES = {
         (r"\| INT4 asym, group 128 \| ([\d.]+) \|", lambda: f"{fmt('memory', 'INT4 asym group 128')['bits_per_weight']:.2f}"),
         (r"\| NF4, block 64 \| ([\d.]+) \|", lambda: f"{fmt('memory', 'NF4 block 64')['bits_per_weight']:.1f}"),
         (r"127 / 7 ≈ (\d+) times coarser", lambda: f"{127 / 7:.0f}"),  # INT8's largest level over INT4's
+    ],
+    "07": [  # 8192 × 8192 at one token, the recorded table; the floors from the recorded ceilings
+        (r"INT4 floor at 8192 × 8192 is ([\d.]+) µs", lambda: f"{floor07('w4a16', (1, 8192, 8192)):.1f}"),
+        (r"FP16 weights needs at least (\d+) µs", lambda: f"{floor07('linear_f16', (1, 8192, 8192)):.0f}"),
+        (r"time from 2.5 bytes per weight at the copy bandwidth: about (\d+) µs",
+         lambda: f"{floor07('dequant_w4', (8192, 8192)):.0f}"),
+        (r"the fused kernel takes ([\d.]+) µs", lambda: f"{w4a16_row('w4a16.fused')['us']:.1f}"),
+        (r"against ([\d.]+) µs for cuBLAS", lambda: f"{w4a16_row('cublas_fp16')['us']:.1f}"),
+        (r"the tiles take ([\d.]+) µs", lambda: f"{w4a16_row('w4a16.gemv_tiles')['us']:.1f}"),
+        (r"µs: ([\d.]+)× faster than cuBLAS",
+         lambda: f"{w4a16_row('cublas_fp16')['us'] / w4a16_row('w4a16.gemv_tiles')['us']:.2f}"),
+        (r"GEMV on tiles takes ([\d.]+) µs in a\s+graph", lambda: f"{w4a16_row('w4a16.gemv_tiles')['graph_us']:.1f}"),
     ],
     "07": [  # 8192 × 8192 at one token, the recorded table; the floors from the recorded ceilings
         (r"INT4 floor at 8192 × 8192 is ([\d.]+) µs", lambda: f"{floor07('w4a16', (1, 8192, 8192)):.1f}"),
