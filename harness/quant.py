@@ -317,9 +317,23 @@ class Int4Fragments:
         return self.packed.numel() * 4 + self.scale.numel() * 2
 
 
-def to_fragments(qw: Int4Weight) -> Int4Fragments:
+_REORDER = {}  # solution: lesson 10's fragment_words, loaded once
+
+
+def fragment_words_fn(solution: bool = True):
+    """Lesson 10's fragment_words (exercise 10.a): the solution's, or yours in kernels/ (solution=False)."""
+    from . import build  # here, not at the top: build must not need quant to import
+    if not solution:
+        return build.load_python(10, "reorder", solution=False).fragment_words
+    if "fn" not in _REORDER:
+        _REORDER["fn"] = build.load_python(10, "reorder", solution=True).fragment_words
+    return _REORDER["fn"]
+
+
+def to_fragments(qw: Int4Weight, solution: bool = True) -> Int4Fragments:
     """Lesson 07's packed INT4 (symmetric, [N, K/8]) → fragment order. Done once, offline, like any weight
-    conversion a serving engine does at load time."""
+    conversion a serving engine does at load time. The reorder itself is lesson 10's exercise 10.a (reorder.py's
+    fragment_words): the solution's by default, yours with solution=False."""
     if not qw.symmetric:
         raise ValueError("to_fragments: only the symmetric format (no zero points) has a fragment-order layout here")
     if qw.group % FRAG_K:
@@ -331,13 +345,12 @@ def to_fragments(qw: Int4Weight) -> Int4Fragments:
     tiles = -(-N // FRAG_ROWS)
     u = torch.full((tiles * FRAG_ROWS, K), 8, dtype=torch.int64, device=q.device)
     u[:N] = q + 8
-    u = u.reshape(tiles, 16, K // FRAG_K, 4, 16)  # tile, row, chunk, step, col
-    row, col = _frag_positions(q.device)
-    nib = u[:, row, :, :, col]  # [lane, i, tiles, chunks, step]
-    nib = nib.permute(2, 3, 0, 4, 1)  # [tiles, chunks, lane, step, i]
-    shifts = torch.arange(0, 32, 4, dtype=torch.int64, device=q.device)
-    words = (nib << shifts).sum(dim=-1)  # disjoint bits: the sum is the bitwise or
-    packed = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32).contiguous()
+    packed = fragment_words_fn(solution)(u)
+    want = (tiles, K // FRAG_K, 32, 4)
+    if not isinstance(packed, torch.Tensor) or packed.dtype != torch.int32 or tuple(packed.shape) != want:
+        raise ValueError(f"fragment_words must return int32 {list(want)}, got "
+                         f"{getattr(packed, 'dtype', type(packed).__name__)} {list(getattr(packed, 'shape', []))}")
+    packed = packed.contiguous()
     scale = torch.zeros(K // qw.group, tiles * FRAG_ROWS, dtype=torch.float16, device=q.device)
     scale[:, :N] = qw.scale.t()
     return Int4Fragments(packed, scale, N, qw.group)
@@ -676,6 +689,29 @@ def _first_diff(got: torch.Tensor, want: torch.Tensor) -> str:
     n = bad.shape[0]
     i = tuple(bad[0].tolist())
     return f"{n:,} of {got.numel():,} values differ; first at {list(i)}: got {got[i].item()}, expected {want[i].item()}"
+
+
+def check_fragments(mod, seed: int | None = None) -> list[FormatCheck]:
+    """Check lesson 10's exercise 10.a (`mod.fragment_words`) on fresh random codes: every word, read back through
+    Int4Fragments.codes() (the kernel's view of the layout), must give the codes it was made from."""
+    gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little") if seed is None else seed)
+    u = torch.randint(0, 16, (48, 256), dtype=torch.int64, generator=gen)
+    try:
+        got = mod.fragment_words(u.clone())
+        if not isinstance(got, torch.Tensor) or got.dtype != torch.int32 or tuple(got.shape) != (3, 4, 32, 4):
+            return [FormatCheck("10.a fragment_words", False, "must return int32 [3, 4, 32, 4] for u [48, 256], got "
+                                f"{getattr(got, 'dtype', type(got).__name__)} {list(getattr(got, 'shape', []))}")]
+        back = Int4Fragments(got, torch.zeros(2, 48, dtype=torch.float16), 48).codes().to(torch.int64) + 8
+        if not torch.equal(back, u):
+            r, c = (back != u).nonzero()[0].tolist()
+            return [FormatCheck("10.a fragment_words", False, f"W[{r}][{c}] (block row {r % 16}, column {c % 16} of "
+                                f"its 16 × 16 block) reads back as {back[r, c].item()}, not {u[r, c].item()}: check "
+                                "which lane and nibble hold that element")]
+        return [FormatCheck("10.a fragment_words", True, "every word reads back as the codes it came from")]
+    except NotImplementedError as e:
+        return [FormatCheck("10.a fragment_words", False, f"not implemented yet ({e})")]
+    except Exception as e:  # a learner's bug: report it
+        return [FormatCheck("10.a fragment_words", False, f"raised {type(e).__name__}: {e}")]
 
 
 def check_formats(mod, seed: int | None = None) -> list[FormatCheck]:

@@ -43,7 +43,7 @@ def test_switch_values_are_checked_on_a_gpu():
 
 @pytest.mark.parametrize("flags", FLAGS)
 def test_switch_value_compiles(flags):
-    mod = build.load(10, "w4a16_pipe", solution=True, extra_cuda_flags=[flags])
+    mod = build.load(10, "w4a16_pipe_fast", solution=True, extra_cuda_flags=[flags])
     assert {"linear_w4a16_frag", "gemm_w4a16_frag_pipe"} <= {e.name for e in mod.exports}
     for kernel, per_arch in mod.resources().items():
         for arch, r in per_arch.items():

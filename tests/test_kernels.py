@@ -62,7 +62,7 @@ def test_w4a16_pipe_on_other_paths(flags):
     barrier's 3-stage ring or 64-token tiles of 4 stages, and an sm_80 build on an H100 the cp.async ring on
     mbarriers (201 KB). Built as if this GPU had only that much, or no copy engine, the kernel passes at the sizes
     that take those paths."""
-    mod = build.load(10, "w4a16_pipe", solution=True, extra_cuda_flags=[flags])
+    mod = build.load(10, "w4a16_pipe_fast", solution=True, extra_cuda_flags=[flags])
     P = catalog.W4A16_FRAG
     for name in ("linear_w4a16_frag", "gemm_w4a16_frag_pipe"):
         res = check.check(P, P.bind(getattr(mod, name)), [(64, 4096, 1024), (65, 1000, 512), (128, 4096, 1024),
@@ -78,7 +78,7 @@ def test_w4a16_pipe_takes_the_copy_engine_on_sm90():
     from torch.profiler import ProfilerActivity, profile
     if torch.cuda.get_device_capability() < (9, 0):
         pytest.skip(f"the copy engine (TMA) is sm_90+; this GPU is {torch.cuda.get_device_name()}")
-    mod = build.load(10, "w4a16_pipe", solution=True)
+    mod = build.load(10, "w4a16_pipe_fast", solution=True)
     P = catalog.W4A16_FRAG
     inputs = P.make_inputs((128, 4096, 1024))
     op = P.bind(mod.linear_w4a16_frag)

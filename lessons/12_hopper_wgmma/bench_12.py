@@ -44,7 +44,7 @@ def run(ms=(1, 16, 32, 64, 128, 256), *, kns=None, solution: bool = True, record
         if not res.ok:
             raise RuntimeError("lesson 12's kernel fails its check: not timed")
     routes = {OURS: (pf, ours),  # other lessons' kernels from their solutions
-              TEN: (pf, pf.bind(build.load(10, "w4a16_pipe", solution=True).linear_w4a16_frag)),
+              TEN: (pf, pf.bind(build.load(10, "w4a16_pipe_fast", solution=True).linear_w4a16_frag)),
               W4A16_07: (p, p.bind(build.load(7, "w4a16_fast", solution=True).linear_w4a16))}
     bw = roofline.ceilings()["copy_GBps"]
     no_marlin = marlin.unavailable()
