@@ -46,7 +46,7 @@ VIEWS = {
                           ["vs", GEMV_TILES, TINYGEMM], ["vs", GEMV_TILES, MARLIN]],
               "note": "µs, median; weights rotated past L2; the two GEMVs are the same kernel, same arithmetic, on the "
                       "same bytes in two orders (on tiles at M ≤ 8, where a shape has more units of 32 outputs than "
-                      "blocks fit at once, one generation of blocks computes them all: lesson 07, section 6)."},
+                      "blocks fit at once, one generation of blocks computes them all: lesson 07, section 5)."},
     "graph": {"kernels": {GEMV_TILES: "07 W4A16"},
               "vs": {"cuBLAS FP16": CUBLAS, "dequantize + cuBLAS": DEQ, "tinygemm": TINYGEMM, "Marlin": MARLIN}},
     "headline": {"ours": GEMV_TILES, "base": CUBLAS, "shape": [1, 8192, 8192]},
