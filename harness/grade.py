@@ -205,20 +205,6 @@ def look_for_races(out: Outcome, lesson: int | None, launcher: str, *, file: Pat
     return out
 
 
-def lessons_known() -> list[int]:
-    """The lessons that have a notebook folder."""
-    return sorted(int(p.name[:2]) for p in (build.ROOT / "lessons").glob("[0-9][0-9]_*") if p.is_dir())
-
-
-def unknown_lessons(lessons) -> str | None:
-    """One line saying which of `lessons` do not exist, or None when all do."""
-    known = lessons_known()
-    bad = [str(n) for n in lessons if not str(n).isdigit() or int(n) not in known]
-    if not bad:
-        return None
-    return f"there is no lesson {', '.join(bad)}: the lessons are {known[0]:02d} to {known[-1]:02d}"
-
-
 def _compile_once(solution: bool, lessons: list[int] | None) -> dict[tuple[int, str], Outcome]:
     """Build every kernel file of the graded lessons once, here (compiling needs no GPU): a file that does not compile
     is then reported once for all its exercises, and the checks' children find the others in the cache."""
@@ -239,7 +225,7 @@ def grade(lessons: list[int] | None = None, solution: bool = False, sanitize: st
     """Every exercise of the given lessons, in lesson order: (exercise id, lesson, launchers, outcome of the worst).
     A file that does not compile gives all its exercises one shared compile-error outcome; the other files are
     graded all the same."""
-    why = unknown_lessons(lessons or [])
+    why = build.unknown_lessons(lessons or [])
     if why:
         raise ValueError(why)
     broken = _compile_once(solution, lessons)
@@ -263,6 +249,13 @@ def grade(lessons: list[int] | None = None, solution: bool = False, sanitize: st
                 rows.append((ex, 5, [fn], Outcome(fn, "pass" if r.ok else "fail", r.message)))
         except Exception as e:  # a syntax error in the learner's file: say so, grade the rest
             rows.append(("05", 5, ["formats.py"], Outcome("formats.py", "fail", f"{type(e).__name__}: {e}")))
+    if not lessons or 10 in lessons:  # lesson 10's exercise 10.a (the offline reorder) is Python too
+        try:
+            for r in quant.check_fragments(build.load_python(10, "reorder", solution=solution)):
+                ex, fn = r.exercise.split()
+                rows.append((ex, 10, [fn], Outcome(fn, "pass" if r.ok else "fail", r.message)))
+        except Exception as e:
+            rows.append(("10.a", 10, ["reorder.py"], Outcome("reorder.py", "fail", f"{type(e).__name__}: {e}")))
     merged: dict[str, tuple] = {}
     for ex, lesson, launchers, out in rows:  # an exercise passes when every kernel that uses it passes
         if ex in merged:
@@ -317,7 +310,7 @@ def main(argv=None) -> int:
                          "(and synccheck), which grading does by default")
     ap.add_argument("--timeout", type=float, default=300)
     a = ap.parse_args(argv)
-    why = unknown_lessons(a.lessons)
+    why = build.unknown_lessons(a.lessons)
     if why:
         print(f"grade: {why}", file=sys.stderr)
         return 3

@@ -342,3 +342,33 @@ def test_small_weights_with_subnormal_fp16_scales_round_trip():
     z = torch.zeros(2, 128)
     assert torch.equal(quant.quantize_int8(z, 128).dequantize(), z)
     assert torch.equal(quant.quantize_int4(z, 128, symmetric=False).dequantize(), z)
+
+
+def test_lesson10_reorder_solution_passes_and_stub_fails_helpfully():
+    """Exercise 10.a (reorder.py's fragment_words): the solution reads back through Int4Fragments.codes(); the stub
+    says it is not written; a reorder with two registers swapped is caught and the element it misplaces named."""
+    sol = quant.check_fragments(build.load_python(10, "reorder", solution=True))
+    assert [r.ok for r in sol] == [True], sol
+    stub = quant.check_fragments(build.load_python(10, "reorder", solution=False))
+    assert not stub[0].ok and "not implemented yet (exercise 10.a" in stub[0].message
+
+    class Swapped:  # registers a1 and a2 (nibbles 1 and 2, 5 and 6) exchanged
+        @staticmethod
+        def fragment_words(u):
+            w = build.load_python(10, "reorder", solution=True).fragment_words(u).to(torch.int64) & 0xFFFFFFFF
+            nib = [(w >> (4 * i)) & 0xF for i in range(8)]
+            nib[1], nib[2], nib[5], nib[6] = nib[2], nib[1], nib[6], nib[5]
+            out = sum(n << (4 * i) for i, n in enumerate(nib))
+            return torch.where(out >= 2**31, out - 2**32, out).to(torch.int32)
+    bad = quant.check_fragments(Swapped)
+    assert not bad[0].ok and "reads back as" in bad[0].message and "lane and nibble" in bad[0].message
+
+
+def test_to_fragments_takes_the_reorder_of_either_side():
+    """quant.to_fragments runs lesson 10's reorder: the solution's by default (lessons 11 and 12 and the decode step
+    rely on it), the learner's with solution=False (the stub's NotImplementedError reaches the caller)."""
+    qw = quant.quantize_int4(weights(40, 384), 128)
+    f = quant.to_fragments(qw)
+    assert f.packed.shape == (3, 6, 32, 4) and torch.equal(f.codes(), quant.unpack_int4(qw.packed, signed=True))
+    with pytest.raises(NotImplementedError, match="10.a"):
+        quant.to_fragments(qw, solution=False)
