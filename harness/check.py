@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from . import problems
+
 # Bit patterns for the poison: quiet NaNs with a payload the GPU never produces itself
 # (CUDA's arithmetic returns the canonical NaN 0x7fffffff / 0x7fff).
 POISON_BITS = {torch.float32: (torch.int32, 0x7FC0DEAD), torch.float16: (torch.int16, 0x7E5A),
@@ -133,12 +135,14 @@ def scratch(shape, dtype, device, zero: bool = False, name: str = "scratch") -> 
 
 @contextlib.contextmanager
 def _guarded_scratch():
+    """Scratch from the problems' ops guarded while the block runs (problems.scratch_allocator is scratch)."""
     global _scratch
     saved, _scratch = _scratch, []
+    saved_alloc, problems.scratch_allocator = problems.scratch_allocator, scratch
     try:
         yield _scratch
     finally:
-        _scratch = saved
+        _scratch, problems.scratch_allocator = saved, saved_alloc
 
 
 def _named_tensors(inputs, names) -> list[tuple[str, torch.Tensor]]:
@@ -394,8 +398,7 @@ def check(problem, op, shapes=None, *, name: str | None = None, seed: int | None
     bands or into an input fail the shape too. device="cpu" checks Python ops on CPU tensors."""
     shapes = problem.check_shapes if shapes is None else shapes
     name = name or getattr(op, "__name__", None) or problem.name
-    from .problems import Linear
-    out_name = getattr(problem, "out_name", None) or ("y" if isinstance(problem, Linear) else "out")
+    out_name = getattr(problem, "out_name", None) or ("y" if isinstance(problem, problems.Linear) else "out")
     inout = getattr(problem, "inout", ())  # inputs the kernel updates by design (a KV cache)
     reports = []
     for shape in shapes:
@@ -458,8 +461,7 @@ def _output_scale(problem, inputs, ref) -> float | None:
     few elements that RMS is a poor estimate (one output whose K terms cancel is tiny, while its rounding error
     still scales with the terms), so there it is sqrt(mean over outputs of Σ_k (x_k·Ŵ_nk)²), the RMS an output has
     on average, computed from Ŵ = the reference applied to rows of the identity."""
-    from .problems import Linear
-    if ref.numel() >= 64 or not isinstance(problem, Linear) or not problem.out_dtype.is_floating_point:
+    if ref.numel() >= 64 or not isinstance(problem, problems.Linear) or not problem.out_dtype.is_floating_point:
         return None
     x, *rest = inputs
     K = x.shape[1]

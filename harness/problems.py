@@ -245,10 +245,15 @@ class GemvLinear(Linear):
         return op
 
 
+# While a check runs, check.py puts its allocator here: scratch a launcher writes then sits inside guard bands.
+scratch_allocator = None
+
+
 def _scratch(shape, dtype, device, zero=False, name="scratch"):
-    """Memory a launcher writes besides its output; while a check runs, inside guard bands it looks at."""
-    from .check import scratch
-    return scratch(shape, dtype, device, zero=zero, name=name)
+    """Memory a launcher writes besides its output: scratch_allocator's while a check runs, else torch's."""
+    if scratch_allocator is not None:
+        return scratch_allocator(shape, dtype, device, zero=zero, name=name)
+    return (torch.zeros if zero else torch.empty)(tuple(shape), dtype=dtype, device=device)
 
 
 def _need(t, dtype, shape, what, name):
