@@ -35,8 +35,28 @@ INT8 = Linear(torch.int8, torch.int32, "linear_s8")
 # of 16 elements (both types) that still end in a partial tile, M = 1 and N not a multiple of anything.
 _K16_SHAPES = ((1, 67, 128), (17, 33, 16), (127, 255, 1008), (1, 1024, 256), (200, 129, 272), (256, 512, 384),
                (96, 1000, 4112), (512, 512, 512))
-FP16_K8 = Linear(torch.float16, torch.float16, "linear_f16_k8", check_shapes=_K16_SHAPES)
-INT8_K16 = Linear(torch.int8, torch.int32, "linear_s8_k16", check_shapes=_K16_SHAPES)
+
+
+@dataclass
+class _Rows16Linear(Linear):
+    """Linear for kernels that copy 16-byte pieces of rows with cp.async: x and W must start 16-byte aligned."""
+
+    def bind(self, launcher, name: str | None = None):
+        inner = super().bind(launcher, name)
+
+        def op(x, W, out=None):
+            for t, what in ((x, "x"), (W, "W")):
+                if isinstance(t, torch.Tensor) and t.is_cuda and t.data_ptr() % 16:
+                    raise ValueError(f"{op.__name__}: {what} must start on a 16-byte boundary (the kernel copies "
+                                     "16-byte pieces of its rows); pass a freshly allocated tensor, e.g. .clone()")
+            return inner(x, W, out=out)
+
+        op.__name__ = inner.__name__
+        return op
+
+
+FP16_K8 = _Rows16Linear(torch.float16, torch.float16, "linear_f16_k8", check_shapes=_K16_SHAPES)
+INT8_K16 = _Rows16Linear(torch.int8, torch.int32, "linear_s8_k16", check_shapes=_K16_SHAPES)
 GEMV_F16 = GemvLinear(torch.float16, torch.float16, "gemv_f16")
 # Lesson 06's teaching GEMV reads 16 weights per lane: K a multiple of 16 (check shapes: M past one grid row of
 # 8 tokens, N not a multiple of the 4 outputs a block computes).
