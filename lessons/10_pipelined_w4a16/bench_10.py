@@ -1,6 +1,8 @@
 """Lesson 10's benchmark, weights rotated past L2, every route on the same weights in the same run.
 
-    python lessons/10_pipelined_w4a16/bench_10.py --ladder [--m 16 128] [--record]   each step of the ladder
+    python lessons/10_pipelined_w4a16/bench_10.py --steps [--m 1 16 128] [--record]   the teaching kernel's five steps,
+                                                        each against the one before, then the fast kernel and Marlin
+    python lessons/10_pipelined_w4a16/bench_10.py --ladder [--m 16 128] [--record]   the fast kernel's ladder
     python lessons/10_pipelined_w4a16/bench_10.py [--m 1 16 32 64 128 256] [--record]  lesson 10's kernel against
                                                         cuBLAS FP16, tinygemm, Marlin and lesson 07's W4A16
     python lessons/10_pipelined_w4a16/bench_10.py --block-cost [--record]  what one block costs: a fixed part and a
@@ -8,8 +10,8 @@
 
 The table's decode sizes (M ≤ 32) are also replayed from a CUDA graph (bench.graph_fn, column graph_us). The notebook
 imports it (`import bench_10; bench_10.run(...)`). With --record the rows go to build/results/10.json ("ladder",
-"table" or "block_cost"; results/10.json with COURSE_RECORD=1). --exercises times your kernels/ file for lesson 10;
-lesson 07's kernel always comes from solutions/.
+"table", "steps" or "block_cost"; results/10.json with COURSE_RECORD=1). --exercises times your kernels/w4a16_pipe.cu
+(the teaching steps); the fast kernel (w4a16_pipe_fast.cu) and lesson 07's always come from solutions/.
 """
 import argparse
 
@@ -25,13 +27,22 @@ STEPS = ["gemm_w4a16_writeback", "gemm_w4a16_writeback_padded", "gemm_w4a16_frag
          "gemm_w4a16_frag_split", "linear_w4a16_frag"]
 _L07 = bench.lesson_module(7)
 CUBLAS, TINYGEMM, MARLIN, W4A16_07 = results.CUBLAS_FP16, _L07.TINYGEMM, _L07.MARLIN, _L07.W4A16_07
+FAST = "w4a16_pipe_fast"  # the fast kernel's file: solutions/ only
 LADDER = {results.register(f"w4a16_pipe.{k.launcher}", k.label): k for k in catalog.kernels(10) if k.launcher in STEPS}
+TEACH = {results.register(f"w4a16_steps.{k.launcher}", k.label): k
+         for k in catalog.kernels(10) if k.file == "w4a16_pipe"}  # the teaching file's five steps
 OURS = results.register("w4a16_pipe", "(10) W4A16, fragment order", "10 W4A16")
 
 VIEWS = {
     "ladder": {"main": {"columns": [CUBLAS, *LADDER], "cell": "us_steps", "steps": list(LADDER),
                         "derived": [["vs", list(LADDER)[-1], CUBLAS]],
                         "note": "µs, median (in brackets: speedup over the step before); weights rotated past L2."}},
+    "steps": {"main": {"columns": [CUBLAS, *TEACH], "cell": "us_steps", "steps": list(TEACH),
+                       "derived": [["vs", list(TEACH)[-1], CUBLAS]],
+                       "note": "µs, median (in brackets: speedup over the step before); weights rotated past L2."},
+              "fast": {"columns": [CUBLAS, list(TEACH)[-1], MARLIN, OURS],
+                       "derived": [["vs", OURS, list(TEACH)[-1]], ["vs", OURS, MARLIN], ["vs", OURS, CUBLAS]],
+                       "note": "µs, median, per call; weights rotated past L2."}},
     "table": {
         "main": {"columns": [CUBLAS, TINYGEMM, MARLIN, W4A16_07, OURS],
                  "derived": [["pct", OURS], ["vs", OURS, CUBLAS], ["vs", OURS, W4A16_07], ["vs", OURS, MARLIN]]},
@@ -55,7 +66,7 @@ def block_cost(*, solution: bool = True, record: bool = False) -> list[dict]:
     tile 8 ways (its rule allows one split per 4 K tiles), 64 blocks of 4 K tiles and the fix-up that adds them; and
     the floor of any call timed this way, a one-element fill."""
     import numpy as np
-    mod = build.load(10, "w4a16_pipe", solution=solution)
+    mod = build.load(10, FAST, solution=True)
     pf, N, ks = catalog.W4A16_FRAG, 1024, [128, 512, 1024, 2048, 4096]
     ops = {"10.4": pf.bind(mod.gemm_w4a16_frag_pipe), "10.5": pf.bind(mod.gemm_w4a16_frag_split)}
     one = torch.empty(1, device="cuda")
@@ -84,21 +95,28 @@ def block_cost(*, solution: bool = True, record: bool = False) -> list[dict]:
     return rows
 
 
-def run(ms=None, *, ladder: bool = False, kns=None, solution: bool = True, record: bool = False,
+def run(ms=None, *, ladder: bool = False, steps: bool = False, kns=None, solution: bool = True, record: bool = False,
         verbose: bool = True) -> list:
-    """The ladder (ladder=True: each step against the one before, M = 1, 16, 32, 128 by default) or the table (lesson
-    10's kernel against cuBLAS FP16, tinygemm, Marlin and lesson 07's W4A16), every route on the same weights in one
-    run; returns the rows (results.Row), recorded with record=True."""
-    mod = build.load(10, "w4a16_pipe", solution=solution)
+    """The teaching kernel's steps (steps=True: each against the one before, then the fast kernel and Marlin; M = 1,
+    16, 128 by default), the fast kernel's ladder (ladder=True; M = 1, 16, 32, 128) or the table (lesson 10's kernel
+    against cuBLAS FP16, tinygemm, Marlin and lesson 07's W4A16), every route on the same weights in one run; returns
+    the rows (results.Row), recorded with record=True. solution=False times your kernels/w4a16_pipe.cu."""
+    mod = build.load(10, FAST, solution=True)
     p, pf = catalog.W4A16, catalog.W4A16_FRAG
-    ms = ms or ([1, 16, 32, 128] if ladder else [1, 16, 32, 64, 128, 256])
-    if ladder:
+    ms = ms or ([1, 16, 128] if steps else [1, 16, 32, 128] if ladder else [1, 16, 32, 64, 128, 256])
+    if steps:
+        teach = build.load(10, "w4a16_pipe", solution=solution)
+        routes = {route: (k.problem, k.problem.bind(getattr(teach, k.launcher))) for route, k in TEACH.items()}
+        routes[OURS] = (pf, pf.bind(mod.linear_w4a16_frag))
+        ladder = True  # each step against the one before; no tinygemm or lesson 07
+        kns = kns or LADDER_KN
+    elif ladder:
         routes = {route: (k.problem, k.problem.bind(getattr(mod, k.launcher))) for route, k in LADDER.items()}
     else:
         routes = {OURS: (pf, pf.bind(mod.linear_w4a16_frag)),
                   W4A16_07: (p, p.bind(build.load(7, "w4a16_fast", solution=True).linear_w4a16))}
     bw = roofline.ceilings()["copy_GBps"]
-    no_marlin = None if ladder else marlin.unavailable()
+    no_marlin = None if ladder and not steps else marlin.unavailable()
     if no_marlin:
         print(f"Marlin is not timed: {no_marlin}")
     rows = []
@@ -116,7 +134,7 @@ def run(ms=None, *, ladder: bool = False, kns=None, solution: bool = True, recor
             timed = {CUBLAS: tf(lambda x, q, s: torch.nn.functional.linear(x, w16[id(q)]), sets)}
             if tiny:
                 timed[TINYGEMM] = tf(tiny, sets)
-            if not ladder and not no_marlin:
+            if (steps or not ladder) and not no_marlin:
                 timed[MARLIN] = tf(marlin.bench_op(sets), sets)
             for route, (prob, op) in routes.items():
                 timed[route] = tf(op, frags if prob is pf else sets)
@@ -130,7 +148,7 @@ def run(ms=None, *, ladder: bool = False, kns=None, solution: bool = True, recor
                              tflops=round(p.flops(shape) / t.median_us / 1e6, 2))
                 if MARLIN in timed:
                     extra["speedup_vs_marlin"] = round(timed[MARLIN].median_us / t.median_us, 2)
-                if ladder and route != CUBLAS:  # each step against the one before
+                if ladder and route not in (CUBLAS, MARLIN, OURS):  # each step against the one before
                     extra["speedup_vs_previous"] = round(prev / t.median_us, 2) if prev else None
                     prev = t.median_us
                 rows.append(results.Row.measured(route, shape, t.median_us, t.graph_us if graph else None, nbytes,
@@ -139,7 +157,7 @@ def run(ms=None, *, ladder: bool = False, kns=None, solution: bool = True, recor
                     print(f"  {results.name(route)}: not timed in a CUDA graph: {t.graph_error}")
             if verbose:
                 print(f"M={M} K={K} N={N}: {len(timed)} routes timed", flush=True)
-    section = "ladder" if ladder else "table"
+    section = "steps" if steps else "ladder" if ladder else "table"
     if record:
         print("recorded in", results.record(10, section, rows, views=VIEWS[section]).relative_to(build.ROOT))
     return rows
@@ -149,17 +167,18 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--m", type=int, nargs="+", default=None)
     ap.add_argument("--kn", type=int, nargs=2, action="append", help="K N (default: the four lesson shapes)")
-    ap.add_argument("--ladder", action="store_true", help="time the six steps of the ladder")
+    ap.add_argument("--steps", action="store_true", help="time the teaching kernel's five steps, the fast kernel, Marlin")
+    ap.add_argument("--ladder", action="store_true", help="time the six steps of the fast kernel's ladder")
     ap.add_argument("--block-cost", action="store_true", help="what one block costs (one wave of 8 blocks)")
-    ap.add_argument("--exercises", action="store_true", help="time your kernels/ file for lesson 10, not the solution")
+    ap.add_argument("--exercises", action="store_true", help="time your kernels/w4a16_pipe.cu, not the solution")
     ap.add_argument("--record", action="store_true")
     a = ap.parse_args(argv)
     if a.block_cost:
         block_cost(solution=not a.exercises, record=a.record)
         return
-    rows = run(a.m, ladder=a.ladder, kns=[tuple(kn) for kn in a.kn] if a.kn else None, solution=not a.exercises,
-               record=a.record)
-    section = "ladder" if a.ladder else "table"
+    rows = run(a.m, ladder=a.ladder, steps=a.steps, kns=[tuple(kn) for kn in a.kn] if a.kn else None,
+               solution=not a.exercises, record=a.record)
+    section = "steps" if a.steps else "ladder" if a.ladder else "table"
     print("\n" + results.view_markdown(10, section, sec=results.this_run(rows, VIEWS[section])))
 
 
