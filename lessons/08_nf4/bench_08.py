@@ -159,6 +159,32 @@ def run(*, solution: bool = True, record: bool = False, verbose: bool = True) ->
     return {"dequant": rows, "gemv": grows}
 
 
+def chart_dequant(sec: dict | None = None):
+    """The dequantize kernels against the floor: a panel per shape, µs per kernel as bars (PyTorch's decoding, an
+    order of magnitude slower, is left out), the floor as a dashed line. Your run's rows if you made one."""
+    from matplotlib.figure import Figure  # not pyplot: the notebook shows it once, where it asks to
+    sec = sec or results.load(8, "dequant")
+    rows = results.rows_of(sec)
+    shapes = list(dict.fromkeys(tuple(r.shape) for r in rows))
+    order = [*KERNELS, BNB_DEQUANT]
+    fig = Figure(figsize=(4.2 * len(shapes), 3.2))
+    axs = fig.subplots(1, len(shapes), sharey=True, squeeze=False)
+    for ax, shape in zip(axs[0], shapes):
+        us = {r.route: r.us for r in rows if tuple(r.shape) == shape}
+        shown = [route for route in order if route in us]
+        ax.barh(range(len(shown)), [us[route] for route in shown], color=["#C44E52" if route == TREE else "#4C72B0"
+                                                                           for route in shown])
+        if FLOOR in us:
+            ax.axvline(us[FLOOR], color="#333333", ls="--", lw=1)
+            ax.text(us[FLOOR], -0.95, f" floor {us[FLOOR]:.1f}", fontsize=7, va="center")
+        ax.set_yticks(range(len(shown)), [results.ROUTES[route][1] for route in shown], fontsize=7.5)
+        ax.set_ylim(len(shown) - 0.5, -1.3)  # first kernel on top, room above it for the floor's label
+        ax.set_title(f"N = {shape[0]}, K = {shape[1]}", fontsize=9)
+        ax.set_xlabel("µs (lower is better)", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--exercises", action="store_true", help="time your kernels/ file for lesson 08, not the solution")
