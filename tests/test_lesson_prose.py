@@ -47,20 +47,6 @@ def floor07(problem: str, shape) -> float:
     return prob.bytes(shape) / ceilings()["copy_GBps"] / 1e3
 
 
-def w4a16_row(route: str, shape=(1, 8192, 8192)) -> dict:
-    """Lesson 07's recorded row of one route at one shape (M, N, K)."""
-    hits = [r for r in rows("07", "table") if r["route"] == route and r["shape"] == list(shape)]
-    assert len(hits) == 1, f"results/07.json: no single row for {route} at {shape}"
-    return hits[0]
-
-
-def floor07(problem: str, shape) -> float:
-    """µs to move a problem's minimum bytes at the recorded H100's copy bandwidth (lesson 07, section 1)."""
-    from harness import catalog
-    prob = {"w4a16": catalog.W4A16, "linear_f16": catalog.FP16, "dequant_w4": catalog.DEQUANT_W4}[problem]
-    return prob.bytes(shape) / ceilings()["copy_GBps"] / 1e3
-
-
 def ceilings() -> dict:
     return json.loads((ROOT / "results" / "ceilings" / "NVIDIA_H100_80GB_HBM3.json").read_text())
 
@@ -111,17 +97,19 @@ QUOTES = {
          lambda: f"{w4a16_row('cublas_fp16')['us'] / w4a16_row('w4a16.gemv_tiles')['us']:.2f}"),
         (r"GEMV on tiles takes ([\d.]+) µs in a\s+graph", lambda: f"{w4a16_row('w4a16.gemv_tiles')['graph_us']:.1f}"),
     ],
-    "07": [  # 8192 × 8192 at one token, the recorded table; the floors from the recorded ceilings
-        (r"INT4 floor at 8192 × 8192 is ([\d.]+) µs", lambda: f"{floor07('w4a16', (1, 8192, 8192)):.1f}"),
-        (r"FP16 weights needs at least (\d+) µs", lambda: f"{floor07('linear_f16', (1, 8192, 8192)):.0f}"),
-        (r"time from 2.5 bytes per weight at the copy bandwidth: about (\d+) µs",
-         lambda: f"{floor07('dequant_w4', (8192, 8192)):.0f}"),
-        (r"the fused kernel takes ([\d.]+) µs", lambda: f"{w4a16_row('w4a16.fused')['us']:.1f}"),
-        (r"against ([\d.]+) µs for cuBLAS", lambda: f"{w4a16_row('cublas_fp16')['us']:.1f}"),
-        (r"the tiles take ([\d.]+) µs", lambda: f"{w4a16_row('w4a16.gemv_tiles')['us']:.1f}"),
-        (r"µs: ([\d.]+)× faster than cuBLAS",
-         lambda: f"{w4a16_row('cublas_fp16')['us'] / w4a16_row('w4a16.gemv_tiles')['us']:.2f}"),
-        (r"GEMV on tiles takes ([\d.]+) µs in a\s+graph", lambda: f"{w4a16_row('w4a16.gemv_tiles')['graph_us']:.1f}"),
+    "08": [  # step 2 (dequantize, 8192 × 8192) and step 4 (the GEMV at M = 1 on 8192²) of the recorded table
+        (r"the decision tree takes ([\d.]+) µs", lambda: f"{nf4_us('dequant', 'nf4.dequant_nf4_branchy'):g}"),
+        (r"the shared-memory codebook takes ([\d.]+) µs", lambda: f"{nf4_us('dequant', 'nf4.dequant_nf4_smem'):g}"),
+        (r"the floor\s+([\d.]+) µs", lambda: f"{nf4_us('dequant', 'nf4.floor'):g}"),
+        (r"global-memory table takes only ([\d.]+) µs", lambda: f"{nf4_us('dequant', 'nf4.dequant_nf4_global'):g}"),
+        (r"bitsandbytes' own kernel takes ([\d.]+) µs", lambda: f"{nf4_us('dequant', 'bnb.dequantize_4bit'):g}"),
+        (r"cuBLAS FP16 takes ([\d.]+) µs", lambda: f"{nf4_us('gemv', 'cublas_fp16'):g}"),
+        (r"dequantize \+ cuBLAS ([\d.]+) µs", lambda: f"{nf4_us('gemv', 'nf4.dequant_cublas'):g}"),
+        (r"The lesson's fast GEMV takes\s+([\d.]+) µs", lambda: f"{nf4_us('gemv', 'nf4.gemv_tiles'):g}"),
+        (r"`matmul_4bit` ([\d.]+) µs", lambda: f"{nf4_us('gemv', 'bnb.matmul_4bit'):g}"),
+        (r"Row-major\s+the fast GEMV takes ([\d.]+) µs", lambda: f"{nf4_us('gemv', 'nf4.gemv'):g}"),
+        (r"on tiles, ([\d.]+) µs", lambda: f"{nf4_us('gemv', 'nf4.gemv_tiles'):g}"),
+        (r"8% fewer bytes, yet ([\d.]+) µs", lambda: f"{nf4_us('gemv', 'nf4.gemv_tiles_dq'):g}"),
     ],
     "09": [  # section 5's reading of the recorded table, 8192 × 8192
         (r"W4A8 is ([\d.]+)× faster than cuBLAS FP16", lambda: f"{w4a8_row('w4a8', 64)['speedup_vs_cublas']:.2f}"),
@@ -132,6 +120,14 @@ QUOTES = {
         (r"GEMV is faster \([\d.]+ against ([\d.]+) µs\)", lambda: f"{w4a8_row('w4a8', 16)['us']:.2f}"),
     ],
 }
+
+
+def nf4_us(section: str, route: str) -> float:
+    """Lesson 08's recorded µs of one route on 8192 × 8192 (the GEMV's at M = 1)."""
+    shape = [8192, 8192] if section == "dequant" else [1, 8192, 8192]
+    hits = [r for r in rows("08", section) if r["route"] == route and r["shape"] == shape]
+    assert len(hits) == 1, f"results/08.json: no single {section} row for {route} at {shape}"
+    return hits[0]["us"]
 
 
 def w4a8_row(route: str, M: int) -> dict:
