@@ -99,6 +99,24 @@ def traffic(shape=(1, 8192, 8192), copy_GBps: float | None = None) -> str:
     return "\n".join(out)
 
 
+def dequant(shape=(8192, 8192), *, solution: bool = True) -> str:
+    """The dequantize kernel alone (the first kernel of routes (b) and (c)): the teaching one and the fast file's,
+    timed on (N, K) with the weights rotated past L2, against the floor of its traffic (read q and the scales, write
+    the FP16 W)."""
+    p = catalog.DEQUANT_W8
+    ops = {"teaching dequantize kernel": _teaching_op("dequant_w8_basic", solution),
+           "fast file's dequantize kernel": p.bind(build.load(6, "w8a16_fast").dequant_w8)}
+    sets = bench.input_sets(p, shape)
+    bw = roofline.ceilings()["copy_GBps"]
+    floor = p.bytes(shape) / bw / 1e3
+    out = [f"N × K = {shape[0]} × {shape[1]}: {p.bytes(shape) / 1e6:.1f} MB moved, floor {floor:.1f} µs at "
+           f"{bw:,.0f} GB/s", f"{'kernel':<30} {'µs':>8} {'% of floor':>11}"]
+    for name, op in ops.items():
+        t = bench.time_fn(op, sets, reps=50)
+        out.append(f"{name:<30} {t.median_us:>8.1f} {100 * floor / t.median_us:>10.0f}%")
+    return "\n".join(out)
+
+
 def _teaching_op(launcher: str, solution: bool):
     k = next(k for k in catalog.kernels(6) if k.launcher == launcher)
     return catalog.op(k, solution=solution)
