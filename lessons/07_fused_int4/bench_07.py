@@ -95,19 +95,6 @@ def teaching_ops(solution: bool | None = None) -> dict:
     return {k.launcher: catalog.op(k, solution=solution) for k in catalog.kernels(7) if k.stub}
 
 
-def checked(solution: bool | None = None) -> dict:
-    """Check each teaching kernel on its problem's odd shapes; prints a verdict each, returns the ops that pass."""
-    from harness import check
-    good = {}
-    for k in (k for k in catalog.kernels(7) if k.stub):
-        op = catalog.op(k, solution=solution)
-        res = check.check(k.problem, op, name=k.label)
-        print(res)
-        if res.ok:
-            good[k.launcher] = op
-    return good
-
-
 def unpack_step(solution: bool | None = None, shape=(8192, 8192)) -> str:
     """dequant_int4 (exercise 07.a, unscaled unpack plus one multiply) at N × K, weights rotated past L2, against the
     floor of its bytes: N·K/2 read, 2·N·K written, the scales read."""
