@@ -153,7 +153,7 @@ KERNELS = [
            stub=False),
     # Lesson 09's teaching kernel; w4a8_fast.cu is the lesson's fast kernel (solutions/ only), its label that of
     # its recorded rows (results/09.json).
-    Kernel(9, "w4a8", "linear_w4a8_simple", W4A8, ("09.a", "09.b"),
+    Kernel(9, "w4a8", "linear_w4a8_simple", W4A8, ("09.a", "09.b", "09.c"),
            "09 W4A8, teaching kernel (per-token quantize + INT4-to-INT8 mma from registers)"),
     Kernel(9, "w4a8_fast", "linear_w4a8", W4A8, (), "09 W4A8 (per-token quantize + INT4-to-INT8 GEMM)", stub=False),
     # Lesson 10's teaching file: the five steps, each measured against the one before (exercise 10.a, the offline
