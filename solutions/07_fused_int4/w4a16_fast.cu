@@ -46,8 +46,8 @@ static void launch_pdl(void (*kernel)(P...), dim3 grid, int threads, size_t smem
     cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
-// PF: 128-wide K blocks of weights a warp has in flight while it converts one (2: more registers, fewer warps per SM,
-// slower: lessons/07_fused_int4/notes.md).
+// PF: 128-wide K blocks of weights a warp has in flight while it converts one (2 takes more registers, which leaves
+// room for fewer warps per SM).
 constexpr int GEMV_MIN_BLOCKS = 2;  // blocks per SM the GEMV must fit (caps its registers)
 constexpr int GROUP = 128, KB = 128, WARPS = 8 /* per block, splitting K */, THREADS = 32 * WARPS, PF = 1;
 constexpr int RING_UNROLL = PF + 1;  // the K loop unrolled by the ring's length
@@ -55,8 +55,7 @@ constexpr int RING_UNROLL = PF + 1;  // the K loop unrolled by the ring's length
 __device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t*>(&h); }
 __device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *reinterpret_cast<__half2*>(&u); }
 
-// (a & b) | c in one instruction. ptxas does not always fuse the AND and the OR by itself (it did not here:
-// two LOP3 per pair of weights in the first version's SASS).
+// (a & b) | c in one instruction; written out, ptxas may emit two LOP3 instead of one.
 __device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t b, uint32_t c) {
     uint32_t d;
     asm("lop3.b32 %0, %1, %2, %3, 0xea;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));  // 0xea = (A & B) | C
@@ -207,9 +206,9 @@ gemv_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const 
     };
     first_loads();
     // At 9-16 tokens on tiles, the block asks L2 for its scales of all of K up front, and each K block's scale load
-    // finds them there instead of in DRAM: 3-11% faster at M = 9-16 where the grid is at most two waves, 4% slower
-    // at N = 28672 (lessons/07_fused_int4/notes.md; at M <= 8 no gain). A prefetch holds no register, and this variant is at its cap of
-    // 128; the zero-point variant still spilled with it, so it goes without.
+    // finds them there instead of in DRAM; worth it where the grid is at most two waves (not at M <= 8). A prefetch
+    // holds no register, and this variant is at its cap of 128; the zero-point variant still spilled with it, so it
+    // goes without.
     if (SYM && TILES && NT == 2 && prefetch_scales)
 #pragma unroll
         for (int r = 0; r < R; ++r) {
@@ -290,8 +289,8 @@ static void launch_gemv_r(const __half* x, const int32_t* Wq, const __half* scal
     if (M <= 8) {
         // On tiles, where the units outnumber the blocks that fit at once (N 14336, K 4096: 448 units of 32 outputs
         // for 264 blocks): one generation of blocks, each computing every gridDim.x-th unit, with the next unit's
-        // first loads in flight while it sums a unit. 4-5% faster there; where one generation holds every unit,
-        // the same code was 0-2% slower than a block per unit (lessons/07_fused_int4/notes.md), so that launch stays.
+        // first loads in flight while it sums a unit. Where one generation holds every unit, a block per unit is
+        // faster, so that launch stays.
         constexpr bool P = TILES;
         static int fit = 0;
         if (P && !fit) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, gemv_kernel<SYM, R, 1, TILES, P>, THREADS, 0);
@@ -305,9 +304,8 @@ static void launch_gemv_r(const __half* x, const int32_t* Wq, const __half* scal
 template <bool SYM, bool TILES = false>
 static void launch_gemv(const __half* x, const int32_t* Wq, const __half* scales, const uint8_t* zeros, __half* y,
                         int M, int N, int K, cudaStream_t stream) {
-    // 32 outputs per block when that still gives every SM a block, else 16 (lesson 06's rule; on tiles too:
-    // one tile per block with 3 or 4 blocks per SM was no faster, lessons/07_fused_int4/notes.md). On tiles at 9-16 tokens, 32 always:
-    // each block reads all of x's 16 rows, so half the blocks read half the x (N = 4096, K = 14336: 4% faster).
+    // 32 outputs per block when that still gives every SM a block, else 16 (lesson 06's rule; on tiles too). On tiles
+    // at 9-16 tokens, 32 always: each block reads all of x's 16 rows, so half the blocks read half the x.
     static int sms = 0;
     if (!sms) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
     if ((N + 31) / 32 >= sms || (TILES && M > 8))
