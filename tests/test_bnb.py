@@ -81,7 +81,7 @@ def test_branchy_kernel_compiles_in_the_table():
     """Lesson 08's decision-tree kernel writes the 16 values as literals: they must be harness.quant.NF4's float32s."""
     for folder in ("kernels", "solutions"):
         src = (build.ROOT / folder / "08_nf4" / "nf4.cu").read_text()
-        tree = src[src.index("struct BranchyLookup"):src.index("struct SmemLookup")]
+        tree = src[src.index("struct TreeLookup"):src.index("struct SmemLookup")]
         lits = sorted({float(torch.tensor(float(v), dtype=torch.float32)) for v in re.findall(r"(-?\d+\.\d*)f", tree)})
         assert lits == sorted(quant.NF4.tolist()), f"{folder}/08_nf4/nf4.cu: {lits}"
 
