@@ -119,7 +119,39 @@ QUOTES = {
         (r"GEMV is faster \(([\d.]+) against", lambda: f"{w4a8_row('w4a16_07', 16)['us']:.2f}"),
         (r"GEMV is faster \([\d.]+ against ([\d.]+) µs\)", lambda: f"{w4a8_row('w4a8', 16)['us']:.2f}"),
     ],
+    "06": [  # the floors of step 1's traffic table (recorded ceilings), then going further's reading of the table
+        (r"the fused GEMV's ([\d.]+) µs", lambda: f"{floor06('(d) fused'):.1f}"),
+        (r"M = 1: \(a\) (\d+) µs", lambda: f"{floor06('(a) unfused Python'):.0f}"),
+        (r"\(b\) and \(c\) (\d+), cuBLAS", lambda: f"{floor06('(b) dequant + cuBLAS'):.0f}"),
+        (r"cuBLAS on FP16 weights (\d+),\s+\(d\)", lambda: f"{floor06('cuBLAS, FP16 weights'):.0f}"),
+        (r"\(d\) (\d+)\. The weights rotate", lambda: f"{floor06('(d) fused'):.0f}"),
+        (r"a floor near (\d+) µs at M = 64", lambda: f"{floor06('W8A8', (64, 8192, 8192)):.0f}"),
+        (r"GEMV to ([\d.]+) µs on row-major", lambda: f"{w8a16_row('w8a16.gemv')['us']:.2f}"),
+        (r"row-major\s+weights, ([\d.]+)% of the copy", lambda: f"{w8a16_row('w8a16.gemv')['pct_copy_bw']:.1f}"),
+        (r"take it to ([\d.]+) µs", lambda: f"{w8a16_row('w8a16.gemv_tiles')['us']:.2f}"),
+        (r"take it to [\d.]+ µs,\s+([\d.]+)%", lambda: f"{w8a16_row('w8a16.gemv_tiles')['pct_copy_bw']:.1f}"),
+        (r"cuBLAS on FP16 weights takes\s+([\d.]+) µs", lambda: f"{w8a16_row('cublas_fp16')['us']:.2f}"),
+        (r"the tiled GEMV\s+reads at ([\d.]+)% of the copy bandwidth",  # graph_markdown's % for the graph time
+         lambda: f"{100 * w8a16_row('w8a16.gemv_tiles')['gbs'] / ceilings()['copy_GBps'] * w8a16_row('w8a16.gemv_tiles')['us'] / w8a16_row('w8a16.gemv_tiles')['graph_us']:.1f}"),
+    ],
 }
+
+
+def w8a16_row(route: str, shape=(1, 8192, 8192)) -> dict:
+    """Lesson 06's recorded row of one route at one shape (M, N, K)."""
+    hits = [r for r in rows("06", "table") if r["route"] == route and r["shape"] == list(shape)]
+    assert len(hits) == 1, f"results/06.json: no single row for {route} at {shape}"
+    return hits[0]
+
+
+def floor06(route: str, shape=(1, 8192, 8192)) -> float:
+    """µs to move a lesson 06 route's bytes at the recorded H100's copy bandwidth: step 1's table (bench_06.traffic),
+    or W8A8's minimum bytes."""
+    from harness import bench, catalog
+    if route == "W8A8":
+        return catalog.W8A8.bytes(shape) / ceilings()["copy_GBps"] / 1e3
+    line = next(l for l in bench.lesson_module(6).traffic(shape).splitlines() if l.startswith(route))
+    return float(line.split()[-1])
 
 
 def nf4_us(section: str, route: str) -> float:

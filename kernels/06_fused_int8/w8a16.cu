@@ -83,20 +83,6 @@ struct I8W {  // route (d), fused W8A16: 16 bytes per 16 weights, dequantized in
     __device__ static void dot(const X* x, const Frag& w, Acc& acc) { dot16_f16(x, w, acc); }
     __device__ static float finish(Acc acc, const __half*, const float*, int, int) { return acc; }
 };
-struct W8A8 {  // INT8 x (quantized per token, scale sx[m]) × INT8 W (one scale sw[n] per row)
-    using X = int8_t; using T = int8_t; using Acc = int; using Frag = int4;
-    __device__ static void weights(const T* row, const __half*, int, int, int, Frag& w) { w = load_stream(row); }
-    // BEGIN EXERCISE 06.c: the INT8 dot product and the scaling epilogue
-    // TODO: dot(): acc += the 16 int8 products of x[0..15] and w, exactly, in INT32 (__dp4a does 4 at once).
-    // finish(): the token's INT32 sum → y's value: undo both quantizations (sx: per token m, float;
-    // sw: per output n, half). Roughly 8 lines in all. Hints: the notebook, step 5.
-    __device__ static void dot(const X* x, const Frag& w, Acc& acc) { (void)x; (void)w; (void)acc; }
-    __device__ static float finish(Acc acc, const __half* sw, const float* sx, int m, int n) {
-        (void)acc; (void)sw; (void)sx; (void)m; (void)n;
-        return 0.f;
-    }
-    // END EXERCISE
-};
 
 // y[m, n] for one n per warp and TOKENS tokens m0 … m0 + TOKENS - 1. The warp's 32 lanes split the row's K:
 // lane l takes the 16 weights at k = 16·l, then 16·l + 512, … (32 lanes × 16 bytes: one coalesced 512-byte
@@ -152,6 +138,23 @@ quantize_tokens_kernel(const __half* __restrict__ x, int8_t* __restrict__ xq, fl
     for (int k = threadIdx.x; k < K; k += QTHREADS)
         qr[k] = (int8_t)max(-127, min(127, __float2int_rn(__half2float(xr[k]) / div)));
 }
+
+// W8A8's format for gemv_kernel: both operands INT8, so the products are exact integers, summed in INT32; the
+// scales come back only at the end, once per output.
+struct W8A8 {  // INT8 x (quantized per token, scale sx[m]) × INT8 W (one scale sw[n] per row)
+    using X = int8_t; using T = int8_t; using Acc = int; using Frag = int4;
+    __device__ static void weights(const T* row, const __half*, int, int, int, Frag& w) { w = load_stream(row); }
+    // BEGIN EXERCISE 06.c: the INT8 dot product and the scaling epilogue
+    // TODO: dot(): acc += the 16 int8 products of x[0..15] and w, exactly, in INT32 (__dp4a does 4 at once).
+    // finish(): the token's INT32 sum → y's value: undo both quantizations (sx: per token m, float;
+    // sw: per output n, half). Roughly 8 lines in all. Hints: the notebook, step 5.
+    __device__ static void dot(const X* x, const Frag& w, Acc& acc) { (void)x; (void)w; (void)acc; }
+    __device__ static float finish(Acc acc, const __half* sw, const float* sx, int m, int n) {
+        (void)acc; (void)sw; (void)sx; (void)m; (void)n;
+        return 0.f;
+    }
+    // END EXERCISE
+};
 
 static bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
