@@ -77,7 +77,7 @@ def test_course_report_from_recorded_results(tmp_path):
 
 @pytest.mark.parametrize("lesson, shows", [(3, "% cuBLAS FP32"), (4, "[bench_s8]"), (6, "(d) fused W8A16"),
                                            (7, "07 vs tinygemm"), (8, "codebook in shared memory"),
-                                           (9, "09 vs 06 W8A8"), (10, "10 vs cuBLAS"), (11, "W4A16 (lesson 10)"),
+                                           (9, "09 W4A8 vs 06 W8A8"), (10, "10 vs cuBLAS"), (11, "W4A16 (lesson 10)"),
                                            (12, "12 vs cuBLAS")])
 def test_demo_without_gpu_shows_recorded(capsys, lesson, shows):
     if toolchain.gpu_available():
