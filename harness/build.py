@@ -1,9 +1,9 @@
-"""Compile a lesson's CUDA file with torch's load_inline, fast, cached, with readable errors.
+"""Compile a lesson's CUDA file with nvcc into a shared library, fast, cached, with readable errors.
 
-Why it is fast: torch's default extension includes <torch/extension.h> in every translation unit,
-which costs about a minute on a 2-core machine. Here the .cu file includes only CUDA headers and
-exposes plain C launchers that take raw pointers; a tiny generated pybind11 binding calls them.
-Cold builds take seconds, and a build whose inputs did not change is reused without running ninja.
+Why it is fast: the .cu file includes only CUDA headers and exposes plain C launchers that take raw pointers,
+so nvcc builds it straight into a shared library, with a few generated C wrappers (each calls one launcher and
+checks the launch), and Python calls the wrappers through ctypes. No Python binding is compiled and no torch
+header is parsed. A build whose inputs did not change is reused without running nvcc.
 
 Every command (notebooks, run, grade, test) shares one kernel cache: build/cache/ in the repository, or the folder
 named by COURSE_CACHE. A failed build leaves nothing behind, so building again compiles again.
@@ -20,9 +20,8 @@ stream for a trailing `cudaStream_t`, and raise if the launch failed.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
-import importlib.machinery
-import importlib.util
 import os
 import re
 import shutil
@@ -36,9 +35,14 @@ from pathlib import Path
 from . import toolchain
 
 ROOT = Path(os.environ.get("COURSE_ROOT", Path(__file__).resolve().parent.parent))
-BUILD_VERSION = "1"  # bump when the generated binding or flags change, to invalidate caches
+BUILD_VERSION = "2"  # bump when the generated wrappers or flags change, to invalidate caches
 KEEP_BUILDS = 8  # cached builds kept per kernel file; older ones are removed
 CUDA_FLAGS = ["-O3", "-lineinfo", "-Xptxas=-v"]
+# The language settings every kernel file is compiled with (torch's extension builder used the same ones, and the
+# lessons' half-precision code is written against them: no implicit __half operators or conversions).
+NVCC_BASE = ["-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+             "-D__CUDA_NO_HALF2_OPERATORS__", "--expt-relaxed-constexpr", "-std=c++20"]
+WRAPPER_PREFIX = "course_launch_"
 
 
 def _show(p: Path) -> str:
@@ -50,7 +54,7 @@ class BuildError(RuntimeError):
 
 
 class CompileError(BuildError):
-    """nvcc or the C++ compiler rejected the source. The message holds only the compiler's
+    """nvcc rejected the source. The message holds only the compiler's
     diagnostics, pointing at the learner's own file, and the offending lines."""
 
 
@@ -219,49 +223,67 @@ def parse_exports(src: str, filename: str = "<source>") -> list[Export]:
     return exports
 
 
-def _binding(exports: list[Export]) -> str:
-    c_type = {"ptr": "void*", "int": "long long", "float": "double", "stream": "void*"}
+_WIDE = ("int64_t", "long long", "size_t", "long")
+
+
+def _c_type(p: Param) -> str:
+    """The type a launcher's prototype gets in the wrappers: C linkage needs only the ABI to agree
+    (every pointer is a pointer)."""
+    if p.kind in ("ptr", "stream"):
+        return "void*"
+    if p.kind == "int":
+        return "long long" if p.ctype in _WIDE else "int"
+    return p.ctype
+
+
+def _wrappers(exports: list[Export]) -> str:
+    """C source of one wrapper per launcher: it calls the launcher, then returns the launch's CUDA error (after a
+    device synchronize when asked), so that Python can raise it. Arguments arrive as void*, long long and double."""
     lines = [
-        "#include <pybind11/pybind11.h>",
-        "#include <cstdint>",
-        "#include <stdexcept>",
-        "#include <string>",
         "#include <cuda_runtime.h>",
-        "static void check_launch(const char* name, bool sync) {",
+        "static int course_check(int sync) {",
         "  cudaError_t e = cudaGetLastError();",
         "  if (e == cudaSuccess && sync) e = cudaDeviceSynchronize();",
-        "  if (e != cudaSuccess) throw std::runtime_error(std::string(name) + \": CUDA error \" +",
-        "      cudaGetErrorName(e) + \": \" + cudaGetErrorString(e));",
+        "  return (int)e;",
         "}",
+        'extern "C" const char* course_error_name(int e) { return cudaGetErrorName((cudaError_t)e); }',
+        'extern "C" const char* course_error_string(int e) { return cudaGetErrorString((cudaError_t)e); }',
     ]
+    wire = {"ptr": "void*", "stream": "void*", "int": "long long", "float": "double"}
     for ex in exports:
-        # C linkage: the prototype here need only agree on the ABI (every pointer is a pointer).
-        ctypes = []
-        for p in ex.params:
-            if p.kind == "ptr" or p.kind == "stream":
-                ctypes.append("void*")
-            elif p.kind == "int":
-                ctypes.append("long long" if p.ctype in ("int64_t", "long long", "size_t", "long") else "int")
-            else:
-                ctypes.append(p.ctype)
-        lines.append(f'extern "C" void {ex.name}({", ".join(ctypes)});')
-    lines.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
-    for ex in exports:
-        args = ", ".join(f"{c_type[p.kind] if p.kind != 'ptr' and p.kind != 'stream' else 'std::uintptr_t'} a{i}"
-                         for i, p in enumerate(ex.params))
-        casts = []
-        for i, p in enumerate(ex.params):
-            if p.kind in ("ptr", "stream"):
-                casts.append(f"reinterpret_cast<void*>(a{i})")
-            elif p.kind == "int":
-                casts.append(f"({'long long' if p.ctype in ('int64_t', 'long long', 'size_t', 'long') else 'int'})a{i}")
-            else:
-                casts.append(f"({p.ctype})a{i}")
-        sep = ", " if args else ""
-        lines.append(f'  m.def("{ex.name}", []({args}{sep}bool sync) {{ {ex.name}({", ".join(casts)}); '
-                     f'check_launch("{ex.name}", sync); }});')
-    lines.append("}")
-    return "\n".join(lines)
+        lines.append(f'extern "C" void {ex.name}({", ".join(_c_type(p) for p in ex.params)});')
+        args = "".join(f"{wire[p.kind]} a{i}, " for i, p in enumerate(ex.params))
+        casts = ", ".join(f"a{i}" if p.kind in ("ptr", "stream") else f"({_c_type(p)})a{i}"
+                          for i, p in enumerate(ex.params))
+        lines.append(f'extern "C" int {WRAPPER_PREFIX}{ex.name}({args}int sync) {{ {ex.name}({casts}); '
+                     f'return course_check(sync); }}')
+    return "\n".join(lines) + "\n"
+
+
+class _Library:
+    """A built kernel library: one Python callable per launcher, raising RuntimeError when the launch failed."""
+
+    _WIRE = {"ptr": ctypes.c_void_p, "stream": ctypes.c_void_p, "int": ctypes.c_longlong, "float": ctypes.c_double}
+
+    def __init__(self, so: Path, exports: list[Export]):
+        import torch  # noqa: F401  (loads the CUDA runtime the library links against)
+
+        self.dll = ctypes.CDLL(str(so), mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        for f in (self.dll.course_error_name, self.dll.course_error_string):
+            f.argtypes, f.restype = [ctypes.c_int], ctypes.c_char_p
+        for ex in exports:
+            fn = getattr(self.dll, WRAPPER_PREFIX + ex.name)
+            fn.argtypes = [self._WIRE[p.kind] for p in ex.params] + [ctypes.c_int]
+            fn.restype = ctypes.c_int
+            setattr(self, ex.name, self._caller(ex.name, fn))
+
+    def _caller(self, name: str, fn):
+        def call(*args):
+            err = fn(*args[:-1], int(bool(args[-1])))
+            if err:
+                raise RuntimeError(f"{name}: CUDA error {self.dll.course_error_name(err).decode()}: "
+                                   f"{self.dll.course_error_string(err).decode()}")
+        return call
 
 
 # ----------------------------------------------------------------------------------------------
@@ -426,21 +448,6 @@ def clean_compiler_output(text: str, src_path: Path) -> str:
     return out
 
 
-@contextlib.contextmanager
-def _capture_fds(path: Path):
-    """Send this process's stdout/stderr (the C level, where ninja writes) to a file."""
-    sys.stdout.flush(), sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    with open(path, "w") as f:
-        os.dup2(f.fileno(), 1), os.dup2(f.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stdout.flush(), sys.stderr.flush()
-            os.dup2(saved[0], 1), os.dup2(saved[1], 2)
-            os.close(saved[0]), os.close(saved[1])
-
-
 def _cudart_link_dir(tc: toolchain.Toolchain) -> Path | None:
     """pip's CUDA ships libcudart.so.13 but no libcudart.so, which `-lcudart` needs: add a link."""
     if (tc.lib_dir / "libcudart.so").exists():
@@ -466,21 +473,18 @@ def _prune(parent: Path, prefix: str, keep: Path):
         shutil.rmtree(p, ignore_errors=True)
 
 
-def _forget_failed_build(cpp_extension, modname: str, bdir: Path):
-    """torch remembers, per process, the inputs of each module name it built, and skips the build when they recur:
-    after a failed build that would load a .so that was never made. Forget the attempt and its folder, so that
-    building the same source again compiles again and reports the same error."""
-    entries = getattr(getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None), "entries", None)
-    if isinstance(entries, dict):
-        entries.pop(modname, None)
-    shutil.rmtree(bdir, ignore_errors=True)
+_LOADED: dict[Path, _Library] = {}  # libraries this process has loaded, by path (a path is loaded once)
 
 
-def _import_so(name: str, so: Path):
-    spec = importlib.util.spec_from_file_location(name, so)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def _gencode(archs: list[str]) -> list[str]:
+    """nvcc's targets for compute capabilities such as "8.0", "9.0a" or "8.6+PTX" (PTX kept as well)."""
+    out = []
+    for a in archs:
+        num = a.removesuffix("+PTX").replace(".", "")
+        out.append(f"-gencode=arch=compute_{num},code=sm_{num}")
+        if a.endswith("+PTX"):
+            out.append(f"-gencode=arch=compute_{num},code=compute_{num}")
+    return out
 
 
 def load(lesson: int | str, name: str | None = None, *, solution: bool | None = None,
@@ -506,19 +510,18 @@ def load_file(path: Path, *, solution: bool = False, extra_cuda_flags: list[str]
     min_cap = int(m.group(1)) + int(m.group(2)) / 10 if m else 8.0
     exact = bool(m and m.group(3))  # sm_90a: wgmma and friends exist for that target only, on any machine
 
-    tc = toolchain.find()  # also exports CUDA_HOME before torch.utils.cpp_extension is imported
-    import torch
+    tc = toolchain.find()
+    import torch  # noqa: F401  (the library links against the CUDA runtime torch loads)
 
-    archs = toolchain.arch_list()
+    targets = _gencode(toolchain.arch_list())
     flags = CUDA_FLAGS + list(extra_cuda_flags or [])
-    if exact:  # an explicit -gencode: torch then adds no arch flags of its own
+    if exact:  # sm_90a: wgmma and friends exist for that target only
         cc = m.group(1) + m.group(2)
-        archs = [f"{m.group(1)}.{m.group(2)}a"]
-        flags.append(f"-gencode=arch=compute_{cc}a,code=sm_{cc}a")
+        targets = [f"-gencode=arch=compute_{cc}a,code=sm_{cc}a"]
     cuda_src = f'#line 1 "{path}"\n{text}'
-    cpp_src = _binding(exports)
-    key = hashlib.sha256("\0".join([BUILD_VERSION, cuda_src, cpp_src, " ".join(flags), ";".join(archs),
-                                    torch.__version__, tc.nvcc_version, str(tc.cuda_home)]).encode()).hexdigest()
+    wrap_src = _wrappers(exports)
+    key = hashlib.sha256("\0".join([BUILD_VERSION, cuda_src, wrap_src, " ".join(NVCC_BASE + targets + flags),
+                                    tc.nvcc_version, str(tc.cuda_home)]).encode()).hexdigest()
     kind = "sol" if solution else "ex"
     stem = re.sub(r"\W", "_", f"l{path.parent.name[:2]}_{path.stem}_{kind}")
     modname = f"{stem}_{key[:12]}"
@@ -527,51 +530,62 @@ def load_file(path: Path, *, solution: bool = False, extra_cuda_flags: list[str]
     done = bdir / "complete"  # written after the build: another process may be linking the .so right now
     t0 = time.perf_counter()
     if so.exists() and done.exists():
-        ext = sys.modules.get(modname) or _import_so(modname, so)
+        lib = _LOADED.get(so) or _LOADED.setdefault(so, _Library(so, exports))
         os.utime(bdir)
-        return KernelModule(path, solution, exports, ext, bdir, time.perf_counter() - t0, True, min_cap, exact)
-
-    from torch.utils import cpp_extension
+        return KernelModule(path, solution, exports, lib, bdir, time.perf_counter() - t0, True, min_cap, exact)
 
     if ANNOUNCE_COMPILES:
         print(f"[course] compiling {_show(path)} ...", file=sys.stderr, flush=True)
     bdir.mkdir(parents=True, exist_ok=True)
-    ldflags = []
+    # Every file this process writes carries its pid: two processes (pytest's workers) may build the same module at
+    # once, and each must neither read nor clobber the other's half-written output. The finished library and log
+    # are moved into place whole.
+    pid = os.getpid()
+    kernel_cu, wrap_cpp = bdir / f"kernel.{pid}.cu", bdir / f"launch.{pid}.cpp"
+    tmp_so, log, mine = bdir / f"{modname}.{pid}.so.tmp", bdir / "build.log", bdir / f"build.{pid}.log"
+    kernel_cu.write_text(cuda_src)
+    wrap_cpp.write_text(wrap_src)
+    link = [f"-L{tc.lib_dir}", f"-Xlinker=-rpath,{tc.lib_dir}", "-cudart", "shared"]
     link_dir = _cudart_link_dir(tc)
     if link_dir:
-        ldflags.append(f"-L{link_dir}")
-    old_arch = os.environ.get("TORCH_CUDA_ARCH_LIST")
-    os.environ["TORCH_CUDA_ARCH_LIST"] = ";".join(archs)
-    # Each process logs to its own file. Two processes (pytest's workers) can build the same module at once: torch
-    # makes the second wait, and its ninja then has nothing to do; written to build.log, its log would replace the
-    # first one's ptxas report, which KernelModule.resources() reads.
-    log, mine = bdir / "build.log", bdir / f"build.{os.getpid()}.log"
+        link.insert(0, f"-L{link_dir}")
+    # --threads: the targets' device code is compiled side by side (the same code, built in parallel).
+    # -isystem: the CUDA headers named by the same path as before, so even the line info's file names are unchanged.
+    cmd = ([str(tc.nvcc), "-isystem", str(tc.cuda_home / "include")] + NVCC_BASE + targets + ["-Xcompiler", "-fPIC", f"--threads={min(len(targets), os.cpu_count() or 1)}"]
+           + flags + ["-shared", str(kernel_cu), str(wrap_cpp), "-o", str(tmp_so)] + link)
     ok = False
     try:
-        with _capture_fds(mine):
-            ext = cpp_extension.load_inline(
-                modname, cpp_sources=cpp_src, cuda_sources=cuda_src, no_implicit_headers=True,
-                build_directory=str(bdir), extra_cuda_cflags=flags, extra_cflags=["-O2"],
-                extra_ldflags=ldflags, with_cuda=True, verbose=True, keep_intermediates=True)
+        with open(mine, "w") as out:
+            out.write(" ".join(cmd) + "\n")
+            out.flush()
+            rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=bdir).returncode
+        output = mine.read_text(errors="replace")
+        if rc != 0:
+            raise CompileError(f"{path.name} did not compile:\n\n"
+                               + clean_compiler_output(output.split("\n", 1)[1], path))
+        tmp_so.replace(so)
+        try:
+            lib = _Library(so, exports)
+        except (OSError, AttributeError) as e:  # the build said it succeeded but left no loadable library
+            raise BuildError(f"{path.name} compiled, but its library could not be loaded: {e}") from None
+        _LOADED[so] = lib
         ok = True
-    except (RuntimeError, subprocess.CalledProcessError) as e:
-        raw = mine.read_text(errors="replace") + "\n" + str(e)
-        raise CompileError(f"{path.name} did not compile:\n\n" + clean_compiler_output(raw, path)) from None
-    except ImportError as e:  # the build said it succeeded but left no loadable module
-        raise BuildError(f"{path.name} compiled, but its module could not be loaded: {e}") from None
     finally:
-        if old_arch is None:
-            os.environ.pop("TORCH_CUDA_ARCH_LIST", None)
+        tmp_so.unlink(missing_ok=True)
+        if ok:
+            kernel_cu.replace(bdir / "kernel.cu")
+            wrap_cpp.replace(bdir / "launch.cpp")
+        elif not done.exists():  # nothing good was ever built here: leave no folder behind
+            shutil.rmtree(bdir, ignore_errors=True)
         else:
-            os.environ["TORCH_CUDA_ARCH_LIST"] = old_arch
-        if not ok:
-            _forget_failed_build(cpp_extension, modname, bdir)
+            for f in (kernel_cu, wrap_cpp, mine):
+                f.unlink(missing_ok=True)
     if verbose:
-        print(mine.read_text())
-    if "ptxas info" in mine.read_text(errors="replace") or not log.exists():
+        print(output)
+    if "ptxas info" in output or not log.exists():
         mine.replace(log)
     else:
         mine.unlink(missing_ok=True)
     done.touch()
     _prune(bdir.parent, stem + "_", bdir)
-    return KernelModule(path, solution, exports, ext, bdir, time.perf_counter() - t0, False, min_cap, exact)
+    return KernelModule(path, solution, exports, lib, bdir, time.perf_counter() - t0, False, min_cap, exact)
