@@ -106,7 +106,7 @@ def dequant(shape=(8192, 8192), *, solution: bool = True) -> str:
     the FP16 W)."""
     p = catalog.DEQUANT_W8
     ops = {"teaching dequantize kernel": _teaching_op("dequant_w8_basic", solution),
-           "fast file's dequantize kernel": p.bind(build.load(6, "w8a16_fast").dequant_w8)}
+           "fast file's dequantize kernel": p.bind(build.load(6, "w8a16_fast", solution=True).dequant_w8)}
     sets = bench.input_sets(p, shape)
     bw = roofline.ceilings()["copy_GBps"]
     floor = p.bytes(shape) / bw / 1e3
@@ -131,7 +131,7 @@ def run(ms=(1, 4, 16, 64, 256), *, shapes=SHAPES_KN, routes=None, solution: bool
     if record and (routes is not None or list(shapes) != SHAPES_KN):
         raise ValueError("record=True stores the whole table: run it with every route and shape")
     want = (lambda r: True) if routes is None else (lambda r: r in routes)
-    mod = build.load(6, "w8a16_fast")  # the fast kernel: solutions/ only
+    mod = build.load(6, "w8a16_fast", solution=True)  # the fast kernel: solutions/ only
     prob = catalog.W8A16
     fused = prob.bind(mod.linear_w8a16)
     gemv, tiled = prob.bind(mod.gemv_w8a16), prob.bind(mod.gemm_w8a16)
@@ -144,7 +144,7 @@ def run(ms=(1, 4, 16, 64, 256), *, shapes=SHAPES_KN, routes=None, solution: bool
     b_fused, b_w8a8 = _teaching_op("gemv_w8a16_basic", solution), _teaching_op("linear_w8a8_basic", solution)
     gemm16 = None
     if solution and want(SEPARATE):  # lesson 04's fast GEMM, for the fast kernel's route (c) at M > 16
-        gemm16 = catalog.FP16.bind(build.load(4, "tc_fast").gemm_fast_mma_f16)
+        gemm16 = catalog.FP16.bind(build.load(4, "tc_fast", solution=True).gemm_fast_mma_f16)
     bw = roofline.ceilings()["copy_GBps"]
 
     def unfused_python(x, q, s):

@@ -151,7 +151,7 @@ def tinygemm_op(N, K, group=128, inner_k_tiles=8, l2_multiple=3.0):
 def run(ms=(1, 4, 16, 64, 256), *, solution: bool = True, record: bool = False, verbose: bool = True) -> list:
     """Time every route on every shape in one run; returns the rows (results.Row), recorded with record=True."""
     mod = build.load(7, "w4a16", solution=solution)
-    mod6 = build.load(6, "w8a16_fast")  # lesson 06's kernel: the solution, whatever lesson 07 runs
+    mod6 = build.load(6, "w8a16_fast", solution=True)  # lesson 06's kernel: the solution, whatever lesson 07 runs
     prob, asym, p8 = catalog.W4A16, catalog.W4A16_ASYM, catalog.W8A16
     # what a model calls: the GEMV up to M = 16, the tiled kernel past it
     fused, fused_asym = prob.bind(mod.linear_w4a16), asym.bind(mod.linear_w4a16_asym)

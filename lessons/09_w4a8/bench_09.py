@@ -51,7 +51,7 @@ def run(ms=(16, 32, 64, 128, 256), *, record: bool = False, verbose: bool = True
     routes = {  # route: (problem, op); other lessons' kernels from their solutions
         CUBLAS: (f16, problems.torch_linear),
         TORCH_W8A8: (p88, problems.torch_w8a8),
-        W8A8_06: (p88, p88.bind(build.load(6, "w8a16_fast").linear_w8a8)),
+        W8A8_06: (p88, p88.bind(build.load(6, "w8a16_fast", solution=True).linear_w8a8)),
         W4A16_07: (p416, p416.bind(build.load(7, "w4a16_fast", solution=True).linear_w4a16)),
         OURS: (p, p.bind(mod.linear_w4a8)),
     }
