@@ -172,7 +172,7 @@ def run(ms=(1, 4, 16, 64, 256), *, shapes=SHAPES_KN, routes=None, solution: bool
                    GEMV: gemv, TILED: tiled}
             if gemm16 is not None:
                 ops[SEPARATE] = separate_cuda
-            if M <= 16:  # the weights in tiles, each set's own, repacked before timing (an offline step)
+            if M <= 16 and want(GEMV_TILES):  # the weights in tiles, each set's own, repacked before timing (offline)
                 tw = {id(s[1]): quant.to_tiles(quant.Int8Weight(s[1], s[2], prob.group)) for s in sets}
                 ops[GEMV_TILES] = lambda x, q, s: gemv_tiles(x, tw[id(q)])
             if want(INT8PACK):

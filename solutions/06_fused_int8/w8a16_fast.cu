@@ -1,4 +1,7 @@
-// Lesson 06: INT8 weights, FP16 activations (W8A16): y[M,N] = x[M,K] · Ŵ[N,K]ᵀ with Ŵ = q · scale, q int8
+// Lesson 06's fast kernel (solutions/ only; the teaching kernels, with the exercises, are in w8a16.cu). It keeps
+// the teaching file's dequant16 and adds tensor cores, a tiled kernel, weights in tiles and PDL (lesson 11).
+//
+// INT8 weights, FP16 activations (W8A16): y[M,N] = x[M,K] · Ŵ[N,K]ᵀ with Ŵ = q · scale, q int8
 // [N, K], scale fp16 [N, K/128] (symmetric, one scale per 128 weights along K; harness/quant.py is the
 // reference). And W8A8: x quantized per token to INT8 at run time, so both operands are INT8.
 //
@@ -18,8 +21,8 @@
 //                with INT8 x and the INT8 tensor-core instruction, both scales applied in the epilogue.
 //
 // Why tensor cores in a memory-bound kernel: with CUDA-core FMAs, each weight costs M multiply-adds plus
-// the conversions of x, and by M = 4 the arithmetic, not the memory, sets the time (lessons/06_fused_int8/notes.md has the
-// numbers of that first version). One mma.sync does 16 tokens × 8 outputs × 16 weights: up to M = 16 the
+// the conversions of x, and by M = 4 the arithmetic, not the memory, sets the time (the lesson's notes have
+// the numbers). One mma.sync does 16 tokens × 8 outputs × 16 weights: up to M = 16 the
 // arithmetic is then nearly free, and the kernel stays memory-bound.
 // REQUIRES: sm_80
 #include <cuda_fp16.h>
@@ -304,8 +307,8 @@ __global__ void dequant_w8_kernel(const int8_t* __restrict__ q, const __half* __
 // memory read is a 16-byte LDS.128. An A fragment needs four registers from two rows; the weights come out
 // of dequant16 as fresh values, which the compiler places straight into those registers. A B fragment
 // needs two consecutive words of one token row: two registers of one LDS.128 as they are. (Tokens as A
-// would need four register moves per fragment: the first version did that, and spent 450 IMAD.MOVs per
-// K tile, more than 3 per HMMA; lessons/06_fused_int8/notes.md.) No FP16 copy of W exists anywhere, not even in shared memory.
+// would need four register moves per fragment: 450 IMAD.MOVs per K tile, more than 3 per HMMA, in the
+// lesson's notes.) No FP16 copy of W exists anywhere, not even in shared memory.
 //
 // Shared layout per stage, chunk by chunk: x as [2][BM][64 elements], W as [2][128][64 bytes]. A phase of
 // LDS.128 serves 8 lanes, here rows g and g+1: FP16 rows are 128 bytes, so row r's 16-byte pieces are
