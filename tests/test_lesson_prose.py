@@ -134,7 +134,23 @@ QUOTES = {
         (r"the tiled GEMV\s+reads at ([\d.]+)% of the copy bandwidth",  # graph_markdown's % for the graph time
          lambda: f"{100 * w8a16_row('w8a16.gemv_tiles')['gbs'] / ceilings()['copy_GBps'] * w8a16_row('w8a16.gemv_tiles')['us'] / w8a16_row('w8a16.gemv_tiles')['graph_us']:.1f}"),
     ],
+    "10": [  # "going further": the fast kernel in the recorded table and its own ladder, 8192 × 8192
+        (r"it takes ([\d.]+) µs per call", lambda: f"{pipe_row('table', 'w4a16_pipe', 1)['us']:.2f}"),
+        (r"([\d.]+)× faster than cuBLAS FP16 and", lambda: f"{pipe_row('table', 'w4a16_pipe', 1)['speedup_vs_cublas']:.2f}"),
+        (r"([\d.]+)× faster than Marlin", lambda: f"{pipe_row('table', 'w4a16_pipe', 1)['speedup_vs_marlin']:.2f}"),
+        (r"it reaches cuBLAS \(([\d.]+)×\)", lambda: f"{pipe_row('table', 'w4a16_pipe', 128)['speedup_vs_cublas']:.2f}"),
+        (r"went from ([\d.]+) µs \(write-back\)",
+         lambda: f"{pipe_row('ladder', 'w4a16_pipe.gemm_w4a16_writeback', 16)['us']:.2f}"),
+        (r"to ([\d.]+) µs \(split-K\)", lambda: f"{pipe_row('ladder', 'w4a16_pipe.gemm_w4a16_frag_split', 16)['us']:.2f}"),
+    ],
 }
+
+
+def pipe_row(section: str, route: str, M: int) -> dict:
+    """Lesson 10's recorded row of one route at M tokens on 8192 × 8192."""
+    hits = [r for r in rows("10", section) if r["route"] == route and r["shape"] == [M, 8192, 8192]]
+    assert len(hits) == 1, f"results/10.json: no single {section} row for {route} at M = {M}"
+    return hits[0]
 
 
 def w8a16_row(route: str, shape=(1, 8192, 8192)) -> dict:

@@ -315,10 +315,10 @@ static bool workspace(size_t floats, size_t counters, cudaStream_t st) {
 template <int BM, int STAGES>
 static void pipe(const __half* x, const int32_t* w, const __half* s, __half* y, int M, int N, int K, bool split, cudaStream_t st) {
     dim3 grid = grid_of(M, N, BM);
-    if (split) {  // as many parts as it takes for the blocks to cover the SMs once, at most one per K tile
+    if (split) {  // parts enough for two blocks on every SM (two rings' bytes in flight), at most one per K tile
         int dev = 0, sms = 0;
         cudaGetDevice(&dev), cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-        const int tiles = grid.x * grid.y, parts = sms / tiles < K / KT ? sms / tiles : K / KT;
+        const int tiles = grid.x * grid.y, parts = 2 * sms / tiles < K / KT ? 2 * sms / tiles : K / KT;
         grid.z = parts > 1 ? parts : 1;
         if (grid.z > 1 && !workspace((size_t)tiles * grid.z * THREADS * BM / 2, tiles, st)) grid.z = 1;
     }

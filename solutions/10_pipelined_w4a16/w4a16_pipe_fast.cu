@@ -1032,7 +1032,7 @@ EXPORT void gemv_w4a16_frag(const __half* x, const int32_t* q, const __half* sca
 EXPORT void linear_w4a16_frag(const __half* x, const int32_t* q, const __half* scales, __half* y, int M, int N, int K,
                               cudaStream_t stream) {
     if (!ok_args(K, x, q, scales)) return;
-    // The GEMV where the 8-token tiles would split K (launch_cfg's rule), in a graph at M = 1 (dev run, lessons/10_pipelined_w4a16/notes.md):
+    // The GEMV where the 8-token tiles would split K (launch_cfg's rule), in a graph at M = 1 (lessons/10_pipelined_w4a16/notes.md):
     // K 14336, N 4096 15.4 → 13.7 µs, 8192² 16.9 → 15.3-16.2, 4096² 7.0 → 5.5. Where the tiles fill the SMs unsplit the
     // GEMV lost (K 4096, N 28672: 23.6 → 26.2) or tied, and lesson 11's step with the GEMV on every layer at batch 1
     // and 4 was 8-10% slower under PDL (not profiled; our reading: before the previous kernel ends a GEMV block has one
