@@ -2,9 +2,10 @@
 
     python dev/compile_times.py [--solutions] [LESSON ...]
 
-Cold: a fresh, empty kernel cache (a temporary folder), so nvcc and the C++ compiler run in full. Cached: the same
+Cold: a fresh, empty kernel cache (a temporary folder), so nvcc runs in full. Cached: the same
 file loaded again in a new process, which finds the build in that cache (what every later notebook, grade or test
-run pays). Run it alone on the machine: each cold compile uses every core.
+run pays). Run it alone on the machine: each cold compile uses every core. The load column is the 1-minute load
+average just before the cold compile: on a busy machine the times stretch with it.
 """
 import os
 import subprocess
@@ -44,10 +45,11 @@ def main(argv):
     files = [p for p in sorted((ROOT / ("solutions" if solution else "kernels")).glob("[0-9][0-9]_*/*.cu"))
              if not wanted or int(p.parent.name[:2]) in wanted]
     print(f"{os.cpu_count()} CPU cores; each file loaded in a fresh process (torch already imported)\n")
-    print(f"{'file':<48} {'cold s':>8} {'cached s':>9}")
+    print(f"{'file':<48} {'cold s':>8} {'cached s':>9} {'load':>6}")
     rows = []
     for path in files:
         with tempfile.TemporaryDirectory() as cache:
+            load = os.getloadavg()[0]
             try:
                 cold, was = one(path, Path(cache), solution)
                 cached, hit = one(path, Path(cache), solution)
@@ -56,7 +58,7 @@ def main(argv):
                 continue
         assert not was and hit, f"{path}: the first load must compile and the second must hit the cache"
         rows.append((path, cold, cached))
-        print(f"{build._show(path):<48} {cold:8.1f} {cached:9.2f}", flush=True)
+        print(f"{build._show(path):<48} {cold:8.1f} {cached:9.2f} {load:6.1f}", flush=True)
     if rows:
         print(f"\n{'slowest cold':<48} {max(r[1] for r in rows):8.1f}\n{'slowest cached':<48} "
               f"{max(r[2] for r in rows):>18.2f}")
