@@ -1,5 +1,6 @@
-// Lesson 06's fast kernel (solutions/ only; the teaching kernels, with the exercises, are in w8a16.cu). It keeps
-// the teaching file's dequant16 and adds tensor cores, a tiled kernel, weights in tiles and PDL (lesson 11).
+// Lesson 06's fast kernel (solutions/ only; the teaching kernels, with the exercises, are in w8a16.cu). It has
+// the teaching file's dequant16 (the same code) and adds tensor cores, a tiled kernel, weights in tiles, and
+// programmatic dependent launch (lesson 11).
 //
 // INT8 weights, FP16 activations (W8A16): y[M,N] = x[M,K] · Ŵ[N,K]ᵀ with Ŵ = q · scale, q int8
 // [N, K], scale fp16 [N, K/128] (symmetric, one scale per 128 weights along K; harness/quant.py is the
