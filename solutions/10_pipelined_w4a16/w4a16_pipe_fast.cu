@@ -1,3 +1,4 @@
+// Lesson 10's fast kernel (solutions/ only, no exercise; the lesson's teaching file is w4a16_pipe.cu).
 // Lesson 10: the dequantization bottleneck inside a pipelined tensor-core W4A16 kernel.
 // y[M,N] = x[M,K] · Ŵ[N,K]ᵀ, Ŵ = q · scale, symmetric INT4 q (−8..7), one FP16 scale per 128 weights along K.
 // One kernel body, five steps of a ladder and a decode GEMV, each step a launcher measured against the one before (lessons/10_pipelined_w4a16/notes.md,
