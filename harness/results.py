@@ -406,7 +406,7 @@ def mma_peak_markdown(prefer_local: bool = False) -> str:
     out += ["", "| GEMM, same run | n³ | T(FL)OP/s | % of its instruction's best |", "|---|---:|---:|---:|"]
     for r in sec["gemms"]:
         out.append(f"| {r['op']} | {r['n']} | {r['tops']:,.1f} | {r['pct_of_probe']:.1f}% of {r['probe_kind']} |")
-    out.append(f"\ncuBLAS FP16 issues Hopper's `wgmma` (HGMMA: lesson 04, section 4), not `mma.sync`: its percentage compares it "
+    out.append(f"\ncuBLAS FP16 issues Hopper's `wgmma` (HGMMA: lessons/04_tensor_cores/notes.md), not `mma.sync`: its percentage compares it "
                f"with the `mma.sync` ceiling. Measured on {env_line(sec)}.")
     try:
         ab = load(4, "ablate", prefer_local=prefer_local)
