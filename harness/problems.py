@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from . import decode_math, quant
+from .guard import scratch as _scratch  # guarded while a check runs
 
 DTYPE_BYTES = {torch.float32: 4, torch.float16: 2, torch.bfloat16: 2, torch.int8: 1, torch.int32: 4}
 
@@ -243,17 +244,6 @@ class GemvLinear(Linear):
 
         op.__name__ = inner.__name__
         return op
-
-
-# While a check runs, check.py puts its allocator here: scratch a launcher writes then sits inside guard bands.
-scratch_allocator = None
-
-
-def _scratch(shape, dtype, device, zero=False, name="scratch"):
-    """Memory a launcher writes besides its output: scratch_allocator's while a check runs, else torch's."""
-    if scratch_allocator is not None:
-        return scratch_allocator(shape, dtype, device, zero=zero, name=name)
-    return (torch.zeros if zero else torch.empty)(tuple(shape), dtype=dtype, device=device)
 
 
 def _need(t, dtype, shape, what, name):

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
+from . import build
+
 INT8_MAX, INT4_MIN, INT4_MAX = 127, -8, 7
 
 
@@ -322,7 +324,6 @@ _REORDER = {}  # solution: lesson 10's fragment_words, loaded once
 
 def fragment_words_fn(solution: bool = True):
     """Lesson 10's fragment_words (exercise 10.a): the solution's, or yours in kernels/ (solution=False)."""
-    from . import build  # here, not at the top: build must not need quant to import
     if not solution:
         return build.load_python(10, "reorder", solution=False).fragment_words
     if "fn" not in _REORDER:

@@ -14,7 +14,7 @@ HARNESS = Path(__file__).resolve().parent.parent / "harness"
 LAYERS = [
     ("paths and toolchain", ["harness", "harness.toolchain"]),
     ("build", ["harness.build"]),
-    ("quantization formats and reference math", ["harness.quant", "harness.decode_math"]),
+    ("quantization formats, reference math, guard bands", ["harness.quant", "harness.decode_math", "harness.guard"]),
     ("problems", ["harness.problems"]),
     ("catalog", ["harness.catalog"]),
     ("check, bench, roofline, nsight, drawing", ["harness.check", "harness.bench", "harness.roofline", "harness.nsight",
