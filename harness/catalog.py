@@ -172,10 +172,21 @@ KERNELS = [
     Kernel(10, "w4a16_pipe_fast", "gemv_w4a16_frag", W4A16_FRAG, (), "10 decode GEMV on fragment order", stub=False),
     Kernel(10, "w4a16_pipe_fast", "linear_w4a16_frag", W4A16_FRAG, (),
            "10.6 + the decode GEMV at M ≤ 8 (lesson 10's kernel)", stub=False),
+    # Lesson 11's teaching kernels; decode_ops_fast.cu holds the ones the decode step runs (solutions/ only; its
+    # attention reads each kv head once for a group of q heads), the step's rows in results/11.json.
     Kernel(11, "decode_ops", "decode_attention", ATTENTION, ("11.a", "11.b"), "11 decode attention (RoPE, GQA, KV cache)"),
     Kernel(11, "decode_ops", "add_rmsnorm", ADD_RMSNORM, ("11.c",), "11 residual add + RMSNorm"),
     Kernel(11, "decode_ops", "silu_mul", SILU_MUL, ("11.d",), "11 SiLU · up (SwiGLU)"),
-    Kernel(12, "w4a16_wgmma", "linear_w4a16_wgmma", W4A16_FRAG, ("12.a", "12.b"), "12 W4A16, TMA + wgmma (sm_90a)"),
+    Kernel(11, "decode_ops_fast", "decode_attention_fast", ATTENTION, (),
+           "11 decode attention, q heads grouped per kv head (the step's)", stub=False),
+    Kernel(11, "decode_ops_fast", "add_rmsnorm_fast", ADD_RMSNORM, (), "11 residual add + RMSNorm (the step's)",
+           stub=False),
+    Kernel(11, "decode_ops_fast", "silu_mul_fast", SILU_MUL, (), "11 SiLU · up (the step's)", stub=False),
+    # Lesson 12's teaching kernel (one 64-token tile, a ring of full and empty mbarriers); w4a16_wgmma_fast.cu is the
+    # lesson's fast kernel (solutions/ only), whose launcher bench_12 records (results/12.json).
+    Kernel(12, "w4a16_wgmma", "linear_w4a16_wgmma_basic", W4A16_FRAG, ("12.a", "12.b"),
+           "12 W4A16, TMA + wgmma, teaching kernel (64-token tiles, sm_90a)"),
+    Kernel(12, "w4a16_wgmma_fast", "linear_w4a16_wgmma", W4A16_FRAG, (), "12 W4A16, TMA + wgmma (sm_90a)", stub=False),
 ]
 
 

@@ -125,12 +125,20 @@ def torch_ops(eps: float = 1e-5) -> Ops:
     return Ops(add_rmsnorm, attention, silu_mul, "PyTorch")
 
 
-def cuda_ops(solution: bool | None = None) -> Ops:
-    """The lesson's kernels (kernels/11_decode/decode_ops.cu, or solutions/ with solution=True)."""
+def cuda_ops(solution: bool | None = None, teaching: bool = False) -> Ops:
+    """Lesson 11's kernels. Running the solutions (solution=True, or COURSE_SOLUTIONS=1 with None): the fast ones the
+    recorded step runs (solutions/11_decode/decode_ops_fast.cu); otherwise the teaching file with your exercises
+    (kernels/11_decode/decode_ops.cu). teaching=True: the teaching file, from solutions/ or kernels/ by `solution`."""
+    fast = not teaching and (build.use_solutions() if solution is None else solution)
+    if fast:
+        mod = build.load(11, "decode_ops_fast", solution=True)
+        return Ops(catalog.ADD_RMSNORM.bind(mod.add_rmsnorm_fast, "add_rmsnorm"),
+                   catalog.ATTENTION.bind(mod.decode_attention_fast, "decode_attention"),
+                   catalog.SILU_MUL.bind(mod.silu_mul_fast, "silu_mul"), "lesson 11", mod)
     mod = build.load(11, "decode_ops", solution=solution)
     return Ops(catalog.ADD_RMSNORM.bind(mod.add_rmsnorm, "add_rmsnorm"),
                catalog.ATTENTION.bind(mod.decode_attention, "decode_attention"),
-               catalog.SILU_MUL.bind(mod.silu_mul, "silu_mul"), "lesson 11", mod)
+               catalog.SILU_MUL.bind(mod.silu_mul, "silu_mul"), "lesson 11 (teaching)", mod)
 
 
 # ----------------------------------------------------------------------------------------------

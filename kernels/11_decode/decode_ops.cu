@@ -1,16 +1,15 @@
 // Lesson 11: the rest of a decode step. Lessons 06-10 made the linear layers fast; a Llama-shaped decoder layer also
-// needs these three, and once the GEMMs read 4-bit weights their cost is no longer small beside them:
+// needs these three kernels, and once the linear layers read 4-bit weights their cost is no longer small beside them:
 //   add_rmsnorm       residual += delta, then RMSNorm of the new residual times its weight: both outputs in one pass;
 //   decode_attention  RoPE on the new token's q and k, the k and v appended to the KV cache, and attention of one
-//                     query per sequence over its cache (grouped-query: several q heads share a kv head, and a block
-//                     reads the kv head once for all of them), the keys split over several blocks, with the position
-//                     read from device memory so one CUDA graph serves every step;
+//                     query per sequence over its cache, the positions split over several blocks (flash-decoding);
 //   silu_mul          SwiGLU's act = silu(gate) · up, from the fused gate_up projection.
 // FP16 in and out, FP32 inside. Layouts (harness/decode.py builds them):
 //   qkv     [B, (n_heads + 2·n_kv)·128]: the q heads, then the k heads, then the v heads (one fused projection);
 //   caches  [B, n_kv, max_seq, 128] each; pos int32 [B]: the new token's position (attends to 0 … pos);
-//   rope    fp32 [max_seq, 64, 2]: cos and sin of position · θ^(−2i/128), RoPE in the "rotate half" convention
+//   rope    fp32 [max_seq, 64, 2]: cos and sin of position · θ^(−2i/128), "rotate half" convention
 //           (dimension i pairs with i + 64, as Hugging Face's Llama does).
+// The decode step runs decode_ops_fast.cu (solutions/): the same math, tuned for speed.
 // REQUIRES: sm_80
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -18,12 +17,11 @@
 
 #define EXPORT extern "C"  // the harness binds every EXPORT launcher to Python
 
-// Programmatic dependent launch (PDL, sm_90+; lesson 11). Off unless set_pdl(1): the decode step turns it on. A
-// kernel launched with it may start while the kernel before it in the stream still runs, so before pdl_wait(),
-// which returns once that kernel has finished and its writes are visible, it reads only a layer's constants
-// (weights, scales, codebook) and writes nothing.
-// pdl_trigger() lets the next kernel start once every block of this one has started. Launched without the
-// attribute, both are no-ops; kernels that do not call pdl_wait() are never launched with it.
+// Programmatic dependent launch (PDL, sm_90+). Off unless set_pdl(1): the decode step turns it on. A kernel launched
+// with it may start while the kernel before it in the stream still runs: pdl_wait() returns once that kernel has
+// finished and its writes are visible, so nothing before it may read what the previous kernel writes.
+// pdl_trigger() lets the next kernel start once every block of this one has started. Without the attribute (or
+// below sm_90) both are no-ops.
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -45,12 +43,8 @@ static void launch_pdl(void (*kernel)(P...), dim3 grid, int threads, size_t smem
     cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
-constexpr int HD = 128;        // head dimension: a warp holds one head, 4 values per lane (one 8-byte load)
-constexpr int ATT_WARPS = 8;   // warps per (sequence, q head): each takes every 8th cached position
-constexpr int ATT_UNROLL = 4;  // cached positions a warp loads before it computes on them (loads in flight)
-// Grouping q heads saves loads but gives each block G times the work per row it reads: below this many bytes of
-// cache per call, where the kernel is latency-bound, one head per block was faster on the H100 (NOTES.md).
-constexpr unsigned ATT_GROUP_MIN_BYTES = 12u << 20;
+constexpr int HD = 128;       // head dimension: a warp holds one head, 4 values per lane (one 8-byte load)
+constexpr int ATT_WARPS = 8;  // warps per block: each takes every 8th position of the block's range
 constexpr float LOG2E = 1.4426950408889634f;
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -108,9 +102,9 @@ __global__ void __launch_bounds__(NORM_THREADS) add_rmsnorm_kernel(const __half*
     }
     __shared__ float part[NORM_THREADS / 32];
     // BEGIN EXERCISE 11.c: the block's sum of squares, and the row's 1 / RMS
-    // TODO: ss is this thread's share of Σ residual². Sum it over the block (a warp_sum, one value per warp in
-    // part[], __syncthreads, then the warps' values summed), and set inv_rms = rsqrtf(total / H + eps). Every
-    // thread needs inv_rms. Until you do, every normalised output is exactly 0.
+    // TODO: ss is this thread's share of Σ residual² over the row. Give every thread of the block inv_rms, the
+    // reciprocal of the row's root-mean-square (with eps added under the root, as RMSNorm defines it), using
+    // part[] to combine the warps. Roughly 6 lines. Until you do, every normalised output is exactly 0.
     (void)part;
     const float inv_rms = 0.f;
     // END EXERCISE
@@ -130,14 +124,13 @@ __global__ void __launch_bounds__(NORM_THREADS) add_rmsnorm_kernel(const __half*
 }
 
 // ------------------------------------------------------------------------------------------------------------------
-// Decode attention. A block per (group of q heads sharing a kv head, sequence, split): the positions 0 … pos are cut
-// into `splits` equal ranges, so that even one sequence fills the GPU (8 kv heads alone would occupy 8 of 132 SMs;
-// splitting the keys is "flash-decoding"). In a block each of 8 warps walks every 8th position of its range with its
-// own running ("online") softmax per q head, as FlashAttention does: a running max m, a running sum l of 2^(s − m),
-// and the running 2^(s − m)-weighted sum of v, rescaled whenever m grows. The warps' states are merged in shared
-// memory; with several splits each block stores its merged states and the split launched last of a (sequence, group)
-// merges them all. Scores are in log2 units (q is pre-scaled by log2(e) / sqrt(128)), so every exponential is
-// one exp2f.
+// Decode attention. A block per (q head, sequence, split): the positions 0 … pos are cut into `splits` equal ranges,
+// so that even one sequence fills the GPU (32 heads alone would occupy 32 of 132 SMs). In a block each of 8 warps
+// walks every 8th position of its range with its own running ("online") softmax, as FlashAttention does: a running
+// max m, a running sum l of 2^(s − m), and the running 2^(s − m)-weighted sum of v, rescaled whenever m grows. The
+// warps' states are merged in shared memory; with several splits each block stores its merged state and the split
+// launched last of a (sequence, head) merges them all. Scores are in log2 units (q is pre-scaled by
+// log2(e) / sqrt(128)), so every exponential is one exp2f.
 
 struct SoftmaxState {
     float m, l, acc[4];  // running max, running Σ 2^(s − m), running Σ 2^(s − m) · v (this lane's 4 dimensions)
@@ -146,10 +139,9 @@ struct SoftmaxState {
 // Fold one position with score s (log2 units) and value v (this lane's 4 dimensions) into the state.
 __device__ __forceinline__ void online_update(SoftmaxState& st, float s, const float (&v)[4]) {
     // BEGIN EXERCISE 11.a: the online softmax update
-    // TODO: the new max is max(st.m, s). What was accumulated under the old max must be rescaled by
-    // 2^(st.m − new max) (st.m starts at −inf: the factor is then 0), and the new position enters with weight
-    // p = 2^(s − new max): update st.l, the four st.acc and st.m. Until you do, no position is counted and the
-    // output is 0/0 = NaN.
+    // TODO: fold the position into st so that, at the end, acc / l is the softmax-weighted mean of the values
+    // seen, with every term kept relative to the largest score seen so far (m starts at −inf). Roughly 7 lines.
+    // Until you do, no position is counted and the output is 0/0 = NaN.
     (void)st; (void)s; (void)v;
     // END EXERCISE
 }
@@ -162,10 +154,9 @@ struct Merged {
 // Used twice: the 8 warps of a block (in shared memory), and the splits of a (sequence, head).
 __device__ __forceinline__ Merged merge_states(const float* m, const float* l, int s, const float* a, int sa, int n) {
     // BEGIN EXERCISE 11.b: merge partial softmax states
-    // TODO: each state is relative to its own max. With M the largest m[i · s], the merged sum is
-    // Σ l[i · s] · 2^(m[i · s] − M) and the merged weighted sum Σ a[i · sa] · 2^(m[i · s] − M); return
-    // {M, sum, weighted sum}. Skip a state that saw no position (m = −inf): its factor would be 0, but
-    // 2^(−inf − (−inf)) is NaN when every state is empty. Until you do, the output is 0/0 = NaN.
+    // TODO: each state's l and a are relative to its own max. Return one state, relative to the largest max, that
+    // counts every position of every state. A state that saw no position (m = −inf) must add nothing, even when
+    // every state is empty. Roughly 10 lines. Until you do, the output is 0/0 = NaN.
     (void)m; (void)l; (void)s; (void)a; (void)sa; (void)n;
     return {-INFINITY, 0.f, 0.f};
     // END EXERCISE
@@ -182,126 +173,79 @@ __device__ __forceinline__ void rope4(float (&x)[4], const float* cs, int lane) 
     }
 }
 
-constexpr int PART = HD + 2;     // a split's state in the workspace: m, l, then the 128 weighted sums
+constexpr int PART = HD + 2;    // a split's state in the workspace: m, l, then the 128 weighted sums
 constexpr int MAX_SPLITS = 16;  // splits of one (sequence, head): their states are merged in shared memory
 
-// G q heads of one kv head per block (grouped-query attention: Llama-3-8B's 32 q heads share 8 kv heads, G = 4): each
-// cached k and v row is loaded once and scored against the G queries, so a kv head's cache crosses L2 once, not G
-// times. Everything per head (query, softmax state, merge) is an array of G.
-template <int G>
 __global__ void __launch_bounds__(ATT_WARPS * 32) decode_attention_kernel(
         const __half* __restrict__ qkv, __half* __restrict__ k_cache, __half* __restrict__ v_cache,
         const int* __restrict__ pos, const float* __restrict__ rope, __half* __restrict__ out, float* __restrict__ work,
         int* __restrict__ counters, int n_heads, int n_kv, int max_seq) {
     pdl_trigger();
     pdl_wait();  // qkv comes from the previous kernel
-    const int h0 = blockIdx.x * G, b = blockIdx.y, split = blockIdx.z, splits = gridDim.z;  // q heads h0 … h0 + G − 1
+    const int h = blockIdx.x, b = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int group = n_heads / n_kv, kvh = h0 / group;
+    const int group = n_heads / n_kv, kvh = h / group;  // grouped-query: `group` q heads share kv head kvh
     const int p = pos[b];
-    __half* o = out + ((size_t)b * n_heads + h0) * HD;  // head h0 + g at o + g · HD
+    __half* o = out + ((size_t)b * n_heads + h) * HD;
     if (p < 0 || p >= max_seq) {  // a position past the cache: say so with NaN rather than read or write out of bounds
-        if (split == 0)
-            for (int d = threadIdx.x; d < G * HD; d += ATT_WARPS * 32) o[d] = __float2half(__int_as_float(0x7fc00000));
+        if (split == 0 && threadIdx.x < HD) o[threadIdx.x] = __float2half(__int_as_float(0x7fc00000));
         return;
     }
     const __half* row = qkv + (size_t)b * (n_heads + 2 * n_kv) * HD;
-    float q[G][4], k[4], v[4];
-#pragma unroll
-    for (int g = 0; g < G; ++g) load4(row + (h0 + g) * HD + 4 * lane, q[g]);
+    float q[4], k[4], v[4];
+    load4(row + h * HD + 4 * lane, q);
     load4(row + (n_heads + kvh) * HD + 4 * lane, k);
     load4(row + (n_heads + n_kv + kvh) * HD + 4 * lane, v);
     const float* cs = rope + ((size_t)p * (HD / 2) + (4 * lane) % (HD / 2)) * 2;  // cos, sin of this lane's 4 dims
-#pragma unroll
-    for (int g = 0; g < G; ++g) rope4(q[g], cs, lane);
+    rope4(q, cs, lane);
     rope4(k, cs, lane);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-#pragma unroll
-        for (int g = 0; g < G; ++g) q[g][j] *= LOG2E * rsqrtf((float)HD);
+        q[j] *= LOG2E * rsqrtf((float)HD);
         k[j] = __half2float(__float2half(k[j]));  // the new k and v as the cache will hold them (FP16)
         v[j] = __half2float(__float2half(v[j]));
     }
     const size_t base = ((size_t)b * n_kv + kvh) * max_seq * HD + 4 * lane;
-    const __half* kc = k_cache + base;
-    const __half* vc = v_cache + base;
-    if (h0 % group == 0 && split == 0 && warp == 0) {  // one block per kv head appends; all others read rows < p only
+    if (h % group == 0 && split == 0 && warp == 0) {  // one block per kv head appends; all others read rows < p only
         store4(k_cache + base + (size_t)p * HD, k);
         store4(v_cache + base + (size_t)p * HD, v);
     }
 
-    // This block's positions: [lo, hi) of 0 … p (the new token, at p, comes from registers).
+    // This block's positions: [lo, hi) of 0 … p (the new token, at p, comes from registers, not from the cache).
     const int chunk = (p + splits) / splits, lo = split * chunk, hi = min(lo + chunk, p + 1);
-    const int cached_hi = min(hi, p);
-    SoftmaxState st[G];
-#pragma unroll
-    for (int g = 0; g < G; ++g) st[g] = {-INFINITY, 0.f, {0.f, 0.f, 0.f, 0.f}};
-    // ATT_UNROLL positions per warp and iteration, all loads first (a warp's share of a split is often only a few
-    // positions: loaded one after another, each would wait a full memory latency). Positions past the range are
-    // loaded as zeros and not counted; the condition is the same for the whole warp.
-    for (int t = lo + warp; t < cached_hi; t += ATT_UNROLL * ATT_WARPS) {
-        float kk[ATT_UNROLL][4], vv[ATT_UNROLL][4], s[G][ATT_UNROLL];
-#pragma unroll
-        for (int u = 0; u < ATT_UNROLL; ++u) {
-            if (t + u * ATT_WARPS < cached_hi) {
-                load4(kc + (size_t)(t + u * ATT_WARPS) * HD, kk[u]);
-                load4(vc + (size_t)(t + u * ATT_WARPS) * HD, vv[u]);
-            } else {
-#pragma unroll
-                for (int j = 0; j < 4; ++j) kk[u][j] = vv[u][j] = 0.f;
-            }
-        }
-#pragma unroll
-        for (int g = 0; g < G; ++g)
-#pragma unroll
-            for (int u = 0; u < ATT_UNROLL; ++u)
-                s[g][u] = q[g][0] * kk[u][0] + q[g][1] * kk[u][1] + q[g][2] * kk[u][2] + q[g][3] * kk[u][3];
-#pragma unroll
-        for (int o2 = 16; o2; o2 >>= 1)  // G · ATT_UNROLL independent reductions interleaved
-#pragma unroll
-            for (int g = 0; g < G; ++g)
-#pragma unroll
-                for (int u = 0; u < ATT_UNROLL; ++u) s[g][u] += __shfl_xor_sync(0xffffffffu, s[g][u], o2);
-#pragma unroll
-        for (int u = 0; u < ATT_UNROLL; ++u)
-            if (t + u * ATT_WARPS < cached_hi)
-#pragma unroll
-                for (int g = 0; g < G; ++g) online_update(st[g], s[g][u], vv[u]);
+    SoftmaxState st = {-INFINITY, 0.f, {0.f, 0.f, 0.f, 0.f}};
+    for (int t = lo + warp; t < min(hi, p); t += ATT_WARPS) {
+        float kk[4], vv[4];
+        load4(k_cache + base + (size_t)t * HD, kk);
+        load4(v_cache + base + (size_t)t * HD, vv);
+        online_update(st, warp_sum(q[0] * kk[0] + q[1] * kk[1] + q[2] * kk[2] + q[3] * kk[3]), vv);
     }
     if (lo <= p && p < hi && warp == (p - lo) % ATT_WARPS)  // the new token: in this block's range, this warp's turn
-#pragma unroll
-        for (int g = 0; g < G; ++g)
-            online_update(st[g], warp_sum(q[g][0] * k[0] + q[g][1] * k[1] + q[g][2] * k[2] + q[g][3] * k[3]), v);
+        online_update(st, warp_sum(q[0] * k[0] + q[1] * k[1] + q[2] * k[2] + q[3] * k[3]), v);
 
-    __shared__ float sm_m[G][ATT_WARPS], sm_l[G][ATT_WARPS], sm_acc[G][ATT_WARPS][HD];
+    // The 8 warps' states, merged by one thread per dimension.
+    __shared__ float sm_m[ATT_WARPS], sm_l[ATT_WARPS], sm_acc[ATT_WARPS][HD];
+    if (lane == 0) sm_m[warp] = st.m, sm_l[warp] = st.l;
 #pragma unroll
-    for (int g = 0; g < G; ++g) {
-        if (lane == 0) sm_m[g][warp] = st[g].m, sm_l[g][warp] = st[g].l;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) sm_acc[g][warp][4 * lane + j] = st[g].acc[j];
-    }
+    for (int j = 0; j < 4; ++j) sm_acc[warp][4 * lane + j] = st.acc[j];
     __syncthreads();
-    if (splits == 1) {
-        for (int i = threadIdx.x; i < G * HD; i += ATT_WARPS * 32) {
-            const int g = i / HD, d = i % HD;
-            const Merged r = merge_states(sm_m[g], sm_l[g], 1, &sm_acc[g][0][d], HD, ATT_WARPS);
-            o[i] = __float2half(r.a / r.l);
+    const size_t bh = (size_t)b * n_heads + h;  // this head's split states at work + (bh · splits + split) · PART
+    if (threadIdx.x < HD) {
+        const int d = threadIdx.x;
+        const Merged r = merge_states(sm_m, sm_l, 1, &sm_acc[0][d], HD, ATT_WARPS);
+        if (splits == 1) {
+            o[d] = __float2half(r.a / r.l);
+        } else {
+            float* mine = work + (bh * splits + split) * PART;
+            mine[2 + d] = r.a;
+            if (d == 0) mine[0] = r.m, mine[1] = r.l;
         }
-        return;
     }
-    // Several splits: store this block's states, and let one block of the (sequence, q heads) merge them all.
-    const size_t bh = (size_t)b * n_heads + h0;  // head h0 + g's states at work + ((bh + g) · splits + split) · PART
-    for (int i = threadIdx.x; i < G * HD; i += ATT_WARPS * 32) {
-        const int g = i / HD, d = i % HD;
-        const Merged r = merge_states(sm_m[g], sm_l[g], 1, &sm_acc[g][0][d], HD, ATT_WARPS);
-        float* mine = work + ((bh + g) * splits + split) * PART;
-        mine[2 + d] = r.a;
-        if (d == 0) mine[0] = r.m, mine[1] = r.l;
-    }
-    // The (sequence, q heads)'s split launched last (its owner) merges: the others publish their states with one
+    if (splits == 1) return;
+    // The (sequence, head)'s split launched last (its owner) merges: the others publish their states with one
     // thread's release (a GPU-scope fence after the block's barrier, then a counter increment), the owner polls the
     // counter with acquire loads. It may wait: blocks are dispatched in the order of their linear index, so the other
-    // splits (lower z) are running or done, and they wait on nothing (lesson 10's split-K does the same; NOTES.md).
+    // splits (lower z) are running or done, and they wait on nothing.
     __syncthreads();
     if (split != splits - 1) {
         if (threadIdx.x == 0)
@@ -318,21 +262,18 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) decode_attention_kernel(
     }
     __syncthreads();
     __shared__ float sm_split[MAX_SPLITS * PART];
-    for (int g = 0; g < G; ++g) {  // one head at a time through shared memory
-        for (int i = threadIdx.x; i < splits * PART; i += ATT_WARPS * 32)
-            sm_split[i] = __ldcg(work + (bh + g) * splits * PART + i);  // from L2: other blocks wrote these
-        __syncthreads();
-        if (threadIdx.x < HD) {
-            const int d = threadIdx.x;
-            const Merged r = merge_states(sm_split, sm_split + 1, PART, sm_split + 2 + d, PART, splits);
-            o[g * HD + d] = __float2half(r.a / r.l);
-        }
-        __syncthreads();
+    for (int i = threadIdx.x; i < splits * PART; i += ATT_WARPS * 32)
+        sm_split[i] = __ldcg(work + bh * splits * PART + i);  // from L2: other blocks wrote these
+    __syncthreads();
+    if (threadIdx.x < HD) {
+        const int d = threadIdx.x;
+        const Merged r = merge_states(sm_split, sm_split + 1, PART, sm_split + 2 + d, PART, splits);
+        o[d] = __float2half(r.a / r.l);
     }
 }
 
 // ------------------------------------------------------------------------------------------------------------------
-// act[m, i] = silu(g) · u with g = gate_up[m, i], u = gate_up[m, I + i]; 8 elements per thread.
+// act[m, i] = silu(g) · u with g = gate_up[m, i], u = gate_up[m, I + i]; 8 elements (one 16-byte load) per thread.
 
 __global__ void silu_mul_kernel(const __half* __restrict__ gu, __half* __restrict__ act, int M, int I) {
     pdl_trigger();
@@ -342,19 +283,13 @@ __global__ void silu_mul_kernel(const __half* __restrict__ gu, __half* __restric
         const int m = v / per_row, i = (v % per_row) * 8;
         const uint4 g = *reinterpret_cast<const uint4*>(gu + (size_t)m * 2 * I + i);
         const uint4 u = *reinterpret_cast<const uint4*>(gu + (size_t)m * 2 * I + I + i);
-        const __half2* g2 = reinterpret_cast<const __half2*>(&g);
-        const __half2* u2 = reinterpret_cast<const __half2*>(&u);
         uint4 r;
-        __half2* r2 = reinterpret_cast<__half2*>(&r);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            // BEGIN EXERCISE 11.d: SwiGLU's activation
-            // TODO: r2[j] = silu(g) · u for both halves of g2[j] and u2[j], in FP32, with silu(g) = g / (1 + e^(−g))
-            // (__expf). Until you do, every output is exactly 0.
-            (void)g2; (void)u2;
-            r2[j] = __floats2half2_rn(0.f, 0.f);
-            // END EXERCISE
-        }
+        // BEGIN EXERCISE 11.d: SwiGLU's activation
+        // TODO: r holds 8 halves (as g and u do): set each to silu(g) · u of the same element, computed in FP32.
+        // Roughly 8 lines. Until you do, every output is exactly 0.
+        (void)g; (void)u;
+        r = make_uint4(0u, 0u, 0u, 0u);
+        // END EXERCISE
         *reinterpret_cast<uint4*>(act + (size_t)m * I + i) = r;
     }
 }
@@ -377,17 +312,8 @@ EXPORT void decode_attention(const __half* qkv, __half* k_cache, __half* v_cache
                              __half* out, float* work, int* counters, int B, int n_heads, int n_kv, int max_seq,
                              int splits, cudaStream_t stream) {
     if (B <= 0 || n_kv <= 0 || n_heads % n_kv || splits < 1 || splits > MAX_SPLITS) return;
-    const int group = n_heads / n_kv;
-    const size_t cache_bytes = (size_t)B * n_kv * max_seq * HD * 2 * sizeof(__half);
-    const int g = cache_bytes < ATT_GROUP_MIN_BYTES ? 1 : group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
-    auto go = [&](auto kernel) {
-        launch_pdl(kernel, dim3(n_heads / g, B, splits), ATT_WARPS * 32, 0, stream, qkv, k_cache, v_cache, pos, rope,
-                   out, work, counters, n_heads, n_kv, max_seq);
-    };
-    if (g == 8) go(decode_attention_kernel<8>);
-    else if (g == 4) go(decode_attention_kernel<4>);
-    else if (g == 2) go(decode_attention_kernel<2>);
-    else go(decode_attention_kernel<1>);
+    launch_pdl(decode_attention_kernel, dim3(n_heads, B, splits), ATT_WARPS * 32, 0, stream, qkv, k_cache, v_cache,
+               pos, rope, out, work, counters, n_heads, n_kv, max_seq);
 }
 
 EXPORT void silu_mul(const __half* gate_up, __half* act, int M, int I, cudaStream_t stream) {
