@@ -21,7 +21,7 @@ export COURSE_PYTHON=$PY PYTHONPATH=$CLONE COURSE_CACHE=
 unset COURSE_SOLUTIONS REQUIRE_GPU
 where=$("$PY" -c "import harness.build as b; print(b.ROOT)")
 [ "$where" = "$CLONE" ] || fail "the clone's harness is not the one imported ($where)"
-before=$(ls ~/.cache/gpu-kernel-course/build 2>/dev/null | wc -l)
+before=$( (ls ~/.cache/gpu-kernel-course/build 2>/dev/null || true) | wc -l)
 ok "fresh clone in $CLONE"
 
 # exercises list: lines of the learner's file
@@ -46,7 +46,7 @@ for try in 1 2; do
   echo "$out" | grep -q "^01.a .*COMPILE ERROR" || fail "the table does not say COMPILE ERROR:\n$out"
   ok "grade 1 with a broken file (try $try): reported once, file, line and excerpt"
 done
-leftover=$(find build/cache/build -maxdepth 1 -name 'l01_naive_gemm_ex_*' 2>/dev/null | while read -r d; do
+leftover=$( (find build/cache/build -maxdepth 1 -name 'l01_naive_gemm_ex_*' 2>/dev/null || true) | while read -r d; do
   [ -f "$d/complete" ] || echo "$d"; done)
 [ -z "$leftover" ] || fail "failed builds left folders: $leftover"
 ok "no build folder (or lock) left by the failed builds"
@@ -109,7 +109,7 @@ grep -q "Serving notebooks from local directory: $CLONE\$" lab.log || fail "lab 
 ok "./course lab serves the course root"
 
 [ -d build/cache/build ] || fail "the kernel cache is not in build/cache"
-after=$(ls ~/.cache/gpu-kernel-course/build 2>/dev/null | wc -l)
+after=$( (ls ~/.cache/gpu-kernel-course/build 2>/dev/null || true) | wc -l)
 [ "$after" -eq "$before" ] || fail "something still compiled into ~/.cache/gpu-kernel-course"
 ok "one kernel cache, in the clone's build/cache"
 
