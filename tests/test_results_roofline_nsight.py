@@ -133,8 +133,15 @@ def test_lesson_module_by_number():
     mod = bench.lesson_module(7)
     assert mod is bench.lesson_module(7) and mod.__file__.endswith("lessons/07_fused_int4/bench_07.py")
     assert callable(mod.run) and callable(mod.main)
-    with pytest.raises(FileNotFoundError, match="lesson 05"):
-        bench.lesson_module(5)
+    with pytest.raises(FileNotFoundError, match="lesson 13"):
+        bench.lesson_module(13)
+
+
+@pytest.mark.parametrize("lesson", range(13))
+def test_every_lesson_has_a_benchmark_module(lesson):
+    """Each lesson folder holds the module its notebook measures through, runnable as a script."""
+    mod = bench.lesson_module(lesson)
+    assert callable(mod.main) and mod.__file__.endswith(f"bench_{lesson:02d}.py")
 
 
 def test_headline_table_has_a_line_per_lesson():
