@@ -11,7 +11,7 @@ from . import build
 from .problems import (AddRMSNorm, DecodeAttention, DequantNF4, DequantW4, DequantW8, GemvLinear, Linear, NF4Linear,
                        NF4TilesDQLinear, NF4TilesLinear, ScaleAdd, SiluMul, W4A8Linear, W4A16FragLinear, W4A16Linear,
                        W4A16TilesLinear, W8A8Linear, W8A16Linear, W8A16TilesLinear)
-from .problems import Shapes, shape_of
+from .problems import DECODE_SHAPES, Shapes, shape_of
 
 
 @dataclass(frozen=True)
@@ -188,6 +188,19 @@ KERNELS = [
            "12 W4A16, TMA + wgmma, teaching kernel (64-token tiles, sm_90a)"),
     Kernel(12, "w4a16_wgmma_fast", "linear_w4a16_wgmma", W4A16_FRAG, (), "12 W4A16, TMA + wgmma (sm_90a)", stub=False),
 ]
+
+
+# The demo (python -m harness.report demo) times each problem at its demo_shapes; these lessons ask for others, for
+# every problem they have: lesson 01 stops at 2048³ (its naive kernels are the slow ones), lesson 04 starts at 2048³
+# (smaller GEMMs leave tensor cores idle), lesson 12 goes up to 128 tokens (the tensor-core regime is its point).
+DEMO_SHAPES = {1: ((1024, 1024, 1024), (2048, 2048, 2048)),
+               4: ((2048, 2048, 2048), (4096, 4096, 4096)),
+               12: DECODE_SHAPES + ((128, 8192, 8192),)}
+
+
+def demo_shapes(lesson: int, problem) -> list[tuple]:
+    """The shapes the demo times `problem`'s kernels of `lesson` at."""
+    return list(DEMO_SHAPES.get(lesson, problem.demo_shapes))
 
 
 def kernels(lesson: int | None = None) -> list[Kernel]:

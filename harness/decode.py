@@ -34,6 +34,7 @@ from torch.profiler import ProfilerActivity, profile
 from . import build, catalog, quant, roofline
 from .baselines import bnb, marlin
 from .decode_math import apply_rope, attention_reference, rms_norm, rope_table  # noqa: F401 (also harness.decode's)
+from .decode_math import torch_add_rmsnorm, torch_attention, torch_silu_mul
 
 
 @dataclass(frozen=True)
@@ -93,36 +94,9 @@ def torch_ops(eps: float = 1e-5) -> Ops:
     """The same ops in PyTorch, for any device and float dtype (computed in float32, stored in the inputs' dtype)."""
 
     def add_rmsnorm(h, delta, w, out=None, eps=eps):
-        res = (h.float() + delta.float()).to(h.dtype)
-        y = rms_norm(res.float(), w.float(), eps).to(h.dtype)
-        out = torch.empty(2, *h.shape, dtype=h.dtype, device=h.device) if out is None else out
-        out[0].copy_(res)
-        out[1].copy_(y)
-        return out
+        return torch_add_rmsnorm(h, delta, w, out, eps)
 
-    def attention(qkv, k_cache, v_cache, pos, rope, out=None):
-        B, nkv, _, hd = k_cache.shape
-        nh = qkv.shape[1] // hd - 2 * nkv
-        o = attention_reference(qkv, k_cache, v_cache, pos, rope).to(qkv.dtype)
-        heads = qkv.view(B, nh + 2 * nkv, hd)
-        for b in range(B):  # append the new k, v as the kernel does
-            p = int(pos[b])
-            k_cache[b, :, p] = apply_rope(heads[b, nh:nh + nkv].float(), rope[p].to(qkv.device)).to(k_cache.dtype)
-            v_cache[b, :, p] = heads[b, nh + nkv:]
-        if out is None:
-            return o
-        out.copy_(o)
-        return out
-
-    def silu_mul(gate_up, out=None):
-        I = gate_up.shape[1] // 2
-        r = (torch.nn.functional.silu(gate_up[:, :I].float()) * gate_up[:, I:].float()).to(gate_up.dtype)
-        if out is None:
-            return r
-        out.copy_(r)
-        return out
-
-    return Ops(add_rmsnorm, attention, silu_mul, "PyTorch")
+    return Ops(add_rmsnorm, torch_attention, torch_silu_mul, "PyTorch")
 
 
 def cuda_ops(solution: bool | None = None, teaching: bool = False) -> Ops:

@@ -1,6 +1,7 @@
 """The math of a Llama decoder layer's small ops (RoPE, RMSNorm, one decode step of grouped-query attention), in any
-float dtype: the float64 reference of lesson 11's kernels (harness.problems) and the PyTorch implementation of the
-decode model's ops (harness.decode)."""
+float dtype: the float64 reference of lesson 11's kernels (harness.problems), and the same ops in PyTorch with the
+kernels' signatures (torch_add_rmsnorm, torch_attention, torch_silu_mul): the decode model's PyTorch ops
+(harness.decode.torch_ops) and the library baseline the demo times lesson 11's kernels against."""
 from __future__ import annotations
 
 import math
@@ -48,3 +49,38 @@ def attention_reference(qkv, k_cache, v_cache, pos, rope, compute=torch.float32)
         s = torch.einsum("hd,htd->ht", q, keys.repeat_interleave(g, dim=0)) / math.sqrt(hd)
         out[b] = torch.einsum("ht,htd->hd", torch.softmax(s, dim=-1), vals.repeat_interleave(g, dim=0))
     return out.reshape(B, nh * hd)
+
+
+# The ops in PyTorch, for any device and float dtype: computed in float32, stored in the inputs' dtype.
+
+def torch_add_rmsnorm(h, delta, w, out=None, eps=1e-5):
+    res = (h.float() + delta.float()).to(h.dtype)
+    y = rms_norm(res.float(), w.float(), eps).to(h.dtype)
+    out = torch.empty(2, *h.shape, dtype=h.dtype, device=h.device) if out is None else out
+    out[0].copy_(res)
+    out[1].copy_(y)
+    return out
+
+
+def torch_attention(qkv, k_cache, v_cache, pos, rope, out=None):
+    B, nkv, _, hd = k_cache.shape
+    nh = qkv.shape[1] // hd - 2 * nkv
+    o = attention_reference(qkv, k_cache, v_cache, pos, rope).to(qkv.dtype)
+    heads = qkv.view(B, nh + 2 * nkv, hd)
+    for b in range(B):  # append the new k, v as the kernel does
+        p = int(pos[b])
+        k_cache[b, :, p] = apply_rope(heads[b, nh:nh + nkv].float(), rope[p].to(qkv.device)).to(k_cache.dtype)
+        v_cache[b, :, p] = heads[b, nh + nkv:]
+    if out is None:
+        return o
+    out.copy_(o)
+    return out
+
+
+def torch_silu_mul(gate_up, out=None):
+    I = gate_up.shape[1] // 2
+    r = (torch.nn.functional.silu(gate_up[:, :I].float()) * gate_up[:, I:].float()).to(gate_up.dtype)
+    if out is None:
+        return r
+    out.copy_(r)
+    return out

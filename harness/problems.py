@@ -7,11 +7,16 @@ launcher with shape checks, so a wrong shape is a clear error rather than a wild
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
 from . import decode_math, quant
 from .guard import scratch as _scratch  # guarded while a check runs
+
+# The demo's shapes for the weight formats (python -m harness.report demo): M tokens of one large layer's K × N
+# weights, from one token (decode) up.
+DECODE_SHAPES = ((1, 8192, 8192), (16, 8192, 8192), (64, 8192, 8192))
 
 DTYPE_BYTES = {torch.float32: 4, torch.float16: 2, torch.bfloat16: 2, torch.int8: 1, torch.int32: 4}
 
@@ -79,6 +84,17 @@ class Linear:
     # M, N, K that are not multiples of any tile, M = 1, and aligned ones for the fast paths.
     check_shapes: tuple = ((1, 67, 129), (17, 33, 65), (127, 255, 1001), (1, 1024, 256),
                            (200, 129, 256), (256, 512, 384), (96, 1000, 4099), (512, 512, 512))
+    # What `python -m harness.report demo` times (a lesson may ask for others: catalog.DEMO_SHAPES).
+    demo_shapes: ClassVar[tuple] = ((1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096))
+
+    def baseline(self):
+        """(label, op) of the library route the demo times this problem's kernels against; op takes the problem's
+        inputs, as a bound kernel does."""
+        if self.in_dtype == torch.int8:
+            return "torch._int_mm", torch_int_mm
+        if self.in_dtype == torch.float16:
+            return "cuBLAS FP16", torch_linear
+        return "cuBLAS FP32", lambda x, W: torch.nn.functional.linear(x, W)
 
     @property
     def ceiling(self):
@@ -180,6 +196,10 @@ class ScaleAdd:
     in_dtype: torch.dtype = torch.float32
     out_dtype: torch.dtype = torch.float32
     check_shapes: tuple = ((1,), (31,), (1000,), (4099,), (1 << 20,), ((1 << 22) + 3,))
+    demo_shapes: ClassVar[tuple] = ((1 << 24,), (1 << 26,))
+
+    def baseline(self):
+        return "torch.add(b, x, alpha=a)", lambda x, b: torch.add(b, x, alpha=self.a)
 
     def describe(self, shape):
         return f"n={shape[0]}"
@@ -231,6 +251,7 @@ class GemvLinear(Linear):
     k_multiple: int = 64
     check_shapes: tuple = ((1, 67, 128), (17, 33, 64), (127, 255, 1024), (1, 1024, 256), (3, 129, 4096),
                            (16, 512, 384), (200, 100, 4160))
+    demo_shapes: ClassVar[tuple] = ((1024, 1024, 1024), (2048, 2048, 2048))
 
     def bind(self, launcher, name: str | None = None):
         inner = super().bind(launcher, name)
@@ -279,6 +300,9 @@ class _Repacked:
         x, w = inputs
         return x.double() @ w.dequantize().double().T
 
+    def baseline(self):
+        return "PyTorch: dequantize + cuBLAS", lambda x, w: torch.nn.functional.linear(x, w.dequantize().half())
+
 
 def _bind_repacked(prob, launcher, name, default, cls, how, tensors, unit="group"):
     """`op(x, w, out=None)` for a problem whose weights come repacked in a quant layout object of type `cls` (made by
@@ -326,6 +350,11 @@ class W8A16Linear(Linear):
                            (31, 500, 640), (48, 200, 4096), (64, 256, 1024), (100, 300, 2048), (127, 129, 256),
                            (256, 64, 384))
     group: int = 128
+    demo_shapes: ClassVar[tuple] = DECODE_SHAPES
+
+    def baseline(self):
+        return "PyTorch: dequantize + cuBLAS", lambda x, q, s: torch.nn.functional.linear(
+            x, quant.Int8Weight(q, s, self.group).dequantize().half())
 
     def bytes(self, shape):
         """x, the INT8 weights and their FP16 scales read once, y written once."""
@@ -400,6 +429,13 @@ class W4A16Linear(Linear):
     symmetric: bool = True
     group: int = 128
     check_shapes: tuple = W8A16Linear.check_shapes
+    demo_shapes: ClassVar[tuple] = DECODE_SHAPES
+
+    def baseline(self):
+        def deq4(x, q, s, *z):
+            W = quant.Int4Weight(q, s, self.group, z[0] if z else None).dequantize().half()
+            return torch.nn.functional.linear(x, W)
+        return "PyTorch: dequantize + cuBLAS", deq4
 
     def bytes(self, shape):
         """x, the packed weights, their scales (and zeros) read once, y written once."""
@@ -518,6 +554,10 @@ class DequantW8:
     out_dtype: torch.dtype = torch.float16
     check_shapes: tuple = ((1, 128), (33, 384), (1000, 1152), (4096, 4096))
     per_element: int = 1  # weights per element of q
+    demo_shapes: ClassVar[tuple] = ((8192, 8192),)
+
+    def baseline(self):
+        return "PyTorch: dequantize", lambda q, s: self.reference((q, s)).half()
 
     def describe(self, shape):
         return f"N={shape[0]} K={shape[1]}"
@@ -579,6 +619,10 @@ class DequantNF4:
     in_dtype: torch.dtype = torch.uint8
     out_dtype: torch.dtype = torch.float16
     check_shapes: tuple = ((1, 64), (33, 192), (1000, 1088), (4096, 4096), (7, 14336))
+    demo_shapes: ClassVar[tuple] = ((8192, 8192),)
+
+    def baseline(self):
+        return "PyTorch: dequantize", lambda q, a, cb: self.reference((q, a, cb)).half()
 
     def describe(self, shape):
         return f"N={shape[0]} K={shape[1]}"
@@ -637,6 +681,12 @@ class NF4Linear(Linear):
     block: int = 64
     k_multiple: int = 128
     check_shapes: tuple = W8A16Linear.check_shapes
+    demo_shapes: ClassVar[tuple] = DECODE_SHAPES[:2]
+
+    def baseline(self):
+        nf4 = DequantNF4(block=self.block)
+        return "PyTorch: dequantize + cuBLAS", lambda x, q, a, cb: torch.nn.functional.linear(
+            x, nf4.reference((q, a, cb)).half())
 
     def bytes(self, shape):
         """x, the packed weights and their absmax read once, y written once"""
@@ -769,6 +819,10 @@ class W8A8Linear(Linear):
     k_multiple: int = 128  # the INT8 GEMM's K tile
     check_shapes: tuple = ((1, 1000, 384), (3, 4097, 1152), (16, 1024, 2048), (17, 333, 512), (31, 500, 640),
                            (48, 200, 4096), (64, 256, 1024), (127, 129, 256), (256, 64, 384), (200, 520, 1024))
+    demo_shapes: ClassVar[tuple] = ((64, 8192, 8192), (256, 8192, 8192))
+
+    def baseline(self):
+        return "PyTorch: quantize + _int_mm + scale", torch_w8a8
 
     def bytes(self, shape):
         """x read once, the INT8 weights and their scales read once, y written once (xq's round trip through
@@ -832,6 +886,12 @@ class W4A8Linear(Linear):
     # The INT32 sum of (128 + c)·xq over K stays below 2³¹ while 255 · 127 · K does.
     max_k: int = 65536
     check_shapes: tuple = W8A8Linear.check_shapes + ((16, 384, 14336), (33, 136, 256), (130, 8, 512))
+    demo_shapes: ClassVar[tuple] = ((64, 8192, 8192), (256, 8192, 8192))
+
+    def baseline(self):
+        def deq_w4a8(x, *w):  # the weights dequantized to FP16 (their INT8 codes × scale), then cuBLAS
+            return torch.nn.functional.linear(x, self.weight((x, *w)).dequantize().half())
+        return "PyTorch: dequantize + cuBLAS", deq_w4a8
 
     def bytes(self, shape):
         """x read once, the packed weights and their scales read once, y written once (xq's round trip
@@ -925,6 +985,10 @@ class AddRMSNorm:
     in_dtype: torch.dtype = torch.float16
     out_dtype: torch.dtype = torch.float16
     check_shapes: tuple = ((1, 4096), (3, 256), (16, 8), (5, 1000), (17, 14336), (64, 4104), (130, 2048))
+    demo_shapes: ClassVar[tuple] = ((1, 4096), (16, 4096))  # Llama-3-8B's hidden size, batch 1 and 16
+
+    def baseline(self):
+        return "PyTorch ops", lambda h, delta, w, out=None: decode_math.torch_add_rmsnorm(h, delta, w, out, self.eps)
 
     def describe(self, shape):
         return f"M={shape[0]} H={shape[1]}"
@@ -1004,6 +1068,11 @@ class DecodeAttention:
     inout = ("k_cache", "v_cache")  # written by design (the new position's k and v): check does not hold them unchanged
     check_shapes: tuple = ((1, 1, 1, 1), (1, 37, 4, 1), (3, 200, 8, 2), (2, 513, 32, 8), (5, 1000, 6, 3),
                            (16, 64, 32, 8), (1, 4097, 32, 8), (4, 33, 2, 2), (4, 1000, 32, 8))  # the last: grouped
+    # Llama-3-8B's heads, batch 1 and 16, 512 cached positions
+    demo_shapes: ClassVar[tuple] = ((1, 512, 32, 8), (16, 512, 32, 8))
+
+    def baseline(self):
+        return "PyTorch ops", decode_math.torch_attention
 
     def describe(self, shape):
         B, ctx, nh, nkv = shape
@@ -1122,6 +1191,10 @@ class SiluMul:
     in_dtype: torch.dtype = torch.float16
     out_dtype: torch.dtype = torch.float16
     check_shapes: tuple = ((1, 8), (3, 14336), (16, 1000), (7, 24), (64, 4096))
+    demo_shapes: ClassVar[tuple] = ((1, 14336), (16, 14336))
+
+    def baseline(self):
+        return "PyTorch ops", decode_math.torch_silu_mul
 
     def describe(self, shape):
         return f"M={shape[0]} I={shape[1]}"

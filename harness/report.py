@@ -13,77 +13,8 @@ from pathlib import Path
 
 import torch
 
-from . import bench, build, catalog, check, decode, quant, results, roofline, toolchain
-from .problems import (AddRMSNorm, DecodeAttention, DequantNF4, DequantW8, Linear, NF4Linear, NF4TilesLinear, ScaleAdd,
-                       SiluMul, W4A8Linear, W4A16FragLinear, W4A16Linear, W4A16TilesLinear, W8A8Linear, W8A16Linear,
-                       W8A16TilesLinear, torch_int_mm, torch_linear, torch_w8a8)
-
-DEMO_SHAPES = {0: [(1 << 24,), (1 << 26,)], 1: [(1024, 1024, 1024), (2048, 2048, 2048)],
-               2: [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096)],
-               3: [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096)],
-               4: [(2048, 2048, 2048), (4096, 4096, 4096)]}
-DECODE_SHAPES = [(1, 8192, 8192), (16, 8192, 8192), (64, 8192, 8192)]  # lessons 06-08: M tokens, K × N weights
-DEQUANT_SHAPES = [(8192, 8192)]
-
-
-def baseline_for(problem):
-    """(label, op) of the library route a lesson's kernels are compared with in the demo."""
-    if isinstance(problem, (AddRMSNorm, DecodeAttention, SiluMul)):
-        ops = decode.torch_ops()
-        return "PyTorch ops", {AddRMSNorm: ops.add_rmsnorm, DecodeAttention: ops.attention, SiluMul: ops.silu_mul}[
-            type(problem)]
-    if isinstance(problem, ScaleAdd):
-        return "torch.add(b, x, alpha=a)", lambda x, b: torch.add(b, x, alpha=problem.a)
-    if isinstance(problem, W8A8Linear):
-        return "PyTorch: quantize + _int_mm + scale", torch_w8a8
-    if isinstance(problem, W4A8Linear):
-        def deq_w4a8(x, *w):  # the weights dequantized to FP16 (their INT8 codes × scale), then cuBLAS
-            return torch.nn.functional.linear(x, problem.weight((x, *w)).dequantize().half())
-        return "PyTorch: dequantize + cuBLAS", deq_w4a8
-    if isinstance(problem, (W4A16FragLinear, W4A16TilesLinear, NF4TilesLinear, W8A16TilesLinear)):  # repacked weights
-        return "PyTorch: dequantize + cuBLAS", lambda x, w: torch.nn.functional.linear(x, w.dequantize().half())
-    if isinstance(problem, W4A16Linear):
-        def deq4(x, q, s, *z):
-            W = quant.Int4Weight(q, s, problem.group, z[0] if z else None).dequantize().half()
-            return torch.nn.functional.linear(x, W)
-        return "PyTorch: dequantize + cuBLAS", deq4
-    if isinstance(problem, W8A16Linear):
-        return "PyTorch: dequantize + cuBLAS", lambda x, q, s: torch.nn.functional.linear(
-            x, quant.Int8Weight(q, s, problem.group).dequantize().half())
-    if isinstance(problem, DequantW8):
-        return "PyTorch: dequantize", lambda q, s: problem.reference((q, s)).half()
-    if isinstance(problem, NF4Linear):
-        nf4 = DequantNF4(block=problem.block)
-        return "PyTorch: dequantize + cuBLAS", lambda x, q, a, cb: torch.nn.functional.linear(
-            x, nf4.reference((q, a, cb)).half())
-    if isinstance(problem, DequantNF4):
-        return "PyTorch: dequantize", lambda q, a, cb: problem.reference((q, a, cb)).half()
-    if problem.in_dtype == torch.int8:
-        return "torch._int_mm", torch_int_mm
-    if problem.in_dtype == torch.float16:
-        return "cuBLAS FP16", torch_linear
-    return "cuBLAS FP32", lambda x, W: torch.nn.functional.linear(x, W)
-
-
-def demo_shapes(lesson: int, problem):
-    if isinstance(problem, DecodeAttention):
-        return [(1, 512, 32, 8), (16, 512, 32, 8)]  # Llama-3-8B's heads, batch 1 and 16, 512 cached positions
-    if isinstance(problem, AddRMSNorm):
-        return [(1, 4096), (16, 4096)]
-    if isinstance(problem, SiluMul):
-        return [(1, 14336), (16, 14336)]
-    if isinstance(problem, (DequantW8, DequantNF4)):
-        return DEQUANT_SHAPES
-    if isinstance(problem, NF4Linear):
-        return DECODE_SHAPES[:2]
-    if lesson == 12:  # the tensor-core regime is the point: up to 128 tokens
-        return DECODE_SHAPES + [(128, 8192, 8192)]
-    if isinstance(problem, (W8A16Linear, W4A16Linear)):
-        return DECODE_SHAPES
-    if isinstance(problem, (W8A8Linear, W4A8Linear)):
-        return [(64, 8192, 8192), (256, 8192, 8192)]
-    return DEMO_SHAPES.get(lesson, DEMO_SHAPES[1])
-
+from . import bench, build, catalog, check, results, roofline, toolchain
+from .problems import Linear, ScaleAdd
 
 def speedup_chart(rows: list[dict], title: str, ax=None):
     """Horizontal bars: each kernel's % of the baseline at one shape."""
@@ -132,9 +63,27 @@ def _lesson_figures(lesson: int, rows: list[dict], out: Path, name: str = "") ->
     return files
 
 
-def recorded_sections(lesson: int, *, prefer_local: bool) -> list[tuple[str, str, list[Path]]]:
-    """(section, text, figures) for every recorded section of a lesson: benchmark tables with their plots;
-    lessons 06-09's tables as Markdown."""
+def _save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def _renderer(lesson: int):
+    """The `render(section, sec) -> (text, figures)` of a lesson's benchmark module, for sections that are neither
+    bench.compare rows nor stored views (lesson 05's tables); None where it has none."""
+    try:
+        return getattr(bench.lesson_module(lesson), "render", None)
+    except FileNotFoundError:
+        return None
+
+
+def recorded_sections(lesson: int, *, prefer_local: bool, progress=None) -> list[tuple[str, str, list[Path]]]:
+    """(section, text, figures) for every recorded section of a lesson: bench.compare tables with their roofline and
+    speedup charts; a benchmark module's stored views as Markdown tables, each with the generic chart
+    (results.chart); sections the lesson's benchmark module renders itself (lesson 05's tables and chart); lessons
+    11's and 12's own tables. progress, if given, is called with a line before each section is drawn."""
     out = build.ROOT / "build" / ("report" if prefer_local else "demo")
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -143,19 +92,36 @@ def recorded_sections(lesson: int, *, prefer_local: bool) -> list[tuple[str, str
         return []
     found = []
     for name, sec in data["sections"].items():
+        if progress:
+            progress(f"  lesson {lesson:02d}, section {name}")
         rows = sec.get("rows") or []
         if rows and "pct_baseline" in rows[0]:
             found.append((name, f"Measured on {results.env_line(sec)}:\n{bench.table(rows)}",
                           _lesson_figures(lesson, rows, out, "" if name == "bench" else name)))
-        elif sec.get("views"):  # a lesson benchmark module's section: its stored views, one generic table each
-            text = "\n\n".join(results.view_markdown(lesson, name, v, sec=sec) for v in sec["views"]
-                                 if v not in ("graph", "headline"))
-            found.append((name, text, []))
+        elif sec.get("views"):  # a lesson benchmark module's section: its stored views, a generic table and chart each
+            views = [v for v in sec["views"] if v not in ("graph", "headline")]
+            text = "\n\n".join(results.view_markdown(lesson, name, v, sec=sec) for v in views)
+            figs = []
+            for v in views:
+                if progress and len(views) > 1:
+                    progress(f"    view {v}")
+                figs.append(_save(results.chart(lesson, name, v, sec=sec), out / f"{lesson:02d}_{name}_{v}.png"))
+            found.append((name, text, figs))
+        elif lesson == 4 and name == "mma_peak":
+            found.append((name, results.mma_peak_markdown(prefer_local), []))
         elif lesson == 11 and name in ("decode", "accuracy"):
             found.append((name, results.decode_markdown(prefer_local) if name == "decode"
                           else results.decode_accuracy_markdown(prefer_local), []))
         elif lesson == 12 and name == "stream":
             found.append((name, results.stream_markdown(), []))
+        elif (render := _renderer(lesson)) is not None:
+            text, figs = render(name, sec)
+            found.append((name, f"Measured on {results.env_line(sec)}:\n{text}",
+                          [_save(f, out / f"{lesson:02d}_{name}{f'_{i}' if i else ''}.png") for i, f in enumerate(figs)]))
+        elif rows and all({"op", "shape", "us"} <= set(r) for r in rows):  # timings without a view: a plain table
+            body = "\n".join(f"| {r['op']} | {' × '.join(map(str, r['shape']))} | {r['us']:,.2f} |" for r in rows)
+            found.append((name, f"| route | shape | µs |\n|---|---|---:|\n{body}\n\nMeasured on "
+                          f"{results.env_line(sec)}.", []))
     return found
 
 
@@ -196,7 +162,7 @@ def demo(lesson: int) -> int:
         groups.setdefault(id(k.problem), []).append(k)
     for group in groups.values():
         prob = group[0].problem
-        label, base = baseline_for(prob)
+        label, base = prob.baseline()
         ops = {label: base}
         for k in group:
             op = catalog.op(k, solution=True)
@@ -204,7 +170,7 @@ def demo(lesson: int) -> int:
             print(("PASS  " if res.ok else "FAIL  ") + k.label)
             if res.ok and k.stub_check == "check":
                 ops[k.label] = op
-        rows = bench.compare(prob, ops, demo_shapes(lesson, prob), baseline=label)
+        rows = bench.compare(prob, ops, catalog.demo_shapes(lesson, prob), baseline=label)
         files += _lesson_figures(lesson, rows, out, getattr(prob, "name", ""))
     # A buggy variant for the heatmap: the first kernel launched as if the last partial tile of rows
     # (or of elements) did not exist: the classic missing bounds-guard/grid-rounding mistake.
@@ -225,23 +191,37 @@ def demo(lesson: int) -> int:
     return 0
 
 
-def course_report() -> Path:
-    """A Markdown page with every lesson's recorded (or your) results and figures."""
+def course_report(progress=None) -> Path:
+    """A Markdown page with every lesson's recorded (or your) results and figures: each section's tables and charts,
+    then the figures the lesson's notebook saved (build/plots/NN_*.png, results.save_figure) where it has been run.
+    progress, if given, is called with a line as each lesson and section is drawn."""
+    import time
+
     import matplotlib
     matplotlib.use("Agg")
+    say = progress or (lambda line: None)
     out = build.ROOT / "build" / "report"
     out.mkdir(parents=True, exist_ok=True)
+    plots = build.ROOT / "build" / "plots"
     lines = ["# Course report", "", "Every number below was measured by the course's own benchmark code; each "
              "table says on which GPU and with which versions.", "", "## Ceilings", "", results.ceilings_markdown(), ""]
-    lessons = sorted({k.lesson for k in catalog.kernels()})
+    lessons = sorted(int(p.name[:2]) for p in (build.ROOT / "lessons").glob("[0-9][0-9]_*") if p.is_dir())
     for lesson in lessons:
-        secs = recorded_sections(lesson, prefer_local=True)
+        t0 = time.perf_counter()
+        say(f"lesson {lesson:02d} ...")
+        secs = recorded_sections(lesson, prefer_local=True, progress=say)
         lines += [f"## Lesson {lesson:02d}", ""]
         if not secs:
             lines += ["(no results yet)", ""]
         for name, text, figs in secs:
             body = text if text.startswith("|") or "\n|" in text[:400] else "```\n" + text + "\n```"
             lines += [f"### {name}", "", body, ""] + [f"![{f.stem}]({f.name})" for f in figs] + [""]
+        saved = sorted(plots.glob(f"{lesson:02d}_*.png"))
+        if saved:
+            lines += ["### Figures from the notebook", "", "As the notebook last drew them (run it to redraw them).",
+                      ""] + [f"![{f.stem}](../plots/{f.name})" for f in saved] + [""]
+        n = sum(len(figs) for _, _, figs in secs) + len(saved)
+        say(f"lesson {lesson:02d}: {len(secs)} sections, {n} figures ({time.perf_counter() - t0:.1f} s)")
     lines += ["## The FP32 ladder at 4096³", "", results.TABLES["ladder"](), ""]
     p = out / "REPORT.md"
     p.write_text("\n".join(lines))
@@ -253,7 +233,9 @@ def main(argv=None) -> int:
     if len(argv) == 2 and argv[0] == "demo":
         return demo(int(argv[1]))
     if argv[:1] == ["course"]:
-        print(f"wrote {course_report().relative_to(build.ROOT)}")
+        print("drawing every lesson's tables and charts into build/report/ ...", flush=True)
+        p = course_report(progress=lambda line: print(line, flush=True))
+        print(f"wrote {p.relative_to(build.ROOT)}")
         return 0
     print(__doc__)
     return 2

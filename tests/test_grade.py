@@ -88,6 +88,31 @@ def test_demo_without_gpu_shows_recorded(capsys, lesson, shows):
     assert "Recorded results instead" in out and shows in out
 
 
+def test_each_problem_gives_the_demo_its_baseline_and_shapes():
+    """The demo asks a problem for its library baseline (label, op) and catalog for the shapes: each baseline op
+    computes the problem's result from the problem's inputs (on the CPU here), and each lesson's kernels take every
+    shape the demo times them at."""
+    import torch
+
+    from harness import catalog, check
+    from harness.baselines import marlin
+    problems = {id(k.problem): k.problem for k in catalog.kernels()}
+    problems[id(marlin.PROBLEM)] = marlin.PROBLEM
+    for p in problems.values():
+        label, op = p.baseline()
+        inputs = p.make_inputs(p.check_shapes[1], torch.Generator().manual_seed(1), device="cpu")
+        ref = p.reference(inputs)
+        got = op(*[t.clone() if isinstance(t, torch.Tensor) else t for t in inputs])
+        rep = check.compare(got, ref, name=f"{p.name}: {label}")
+        if p.name == "w4a8":  # the baseline keeps x in FP16; the problem quantizes it to INT8 per token
+            assert label == "PyTorch: dequantize + cuBLAS" and rep.rel_error < 0.02, str(rep)
+        else:
+            assert rep.ok, str(rep)
+    for k in catalog.kernels():
+        shapes = catalog.demo_shapes(k.lesson, k.problem)
+        assert shapes and all(catalog.shapes(k).accepts(s) for s in shapes), (k.label, shapes)
+
+
 @pytest.mark.gpu
 def test_demo_on_gpu(capsys):
     from harness import build, report
