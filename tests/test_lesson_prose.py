@@ -143,6 +143,23 @@ QUOTES = {
          lambda: f"{pipe_row('ladder', 'w4a16_pipe.gemm_w4a16_writeback', 16)['us']:.2f}"),
         (r"to ([\d.]+) µs \(split-K\)", lambda: f"{pipe_row('ladder', 'w4a16_pipe.gemm_w4a16_frag_split', 16)['us']:.2f}"),
     ],
+    "11": [  # sections 5 and 6: the recorded decode step at batch 1
+        (r"W4A16 step runs at (\d+) tok/s", lambda: f"{decode_row('w4a16')['tok_s']:.0f}"),
+        (r"([\d.]+)× FP16's \d+", lambda: f"{decode_row('w4a16')['speedup_vs_fp16']:.2f}"),
+        (r"× FP16's (\d+)", lambda: f"{decode_row('fp16')['tok_s']:.0f}"),
+        (r"linear layers got ([\d.]+)× faster", lambda: f"{decode_row('fp16')['us_gemm'] / decode_row('w4a16')['us_gemm']:.2f}"),
+        (r"(\d+) µs in the W4A16 step", lambda: f"{rest_us('w4a16'):.0f}"),
+        (r"against (\d+) in FP16's", lambda: f"{rest_us('fp16'):.0f}"),
+        (r"That\s+is (\d+)% of an FP16 step", lambda: f"{100 * rest_us('fp16') / decode_row('fp16')['us_graph']:.0f}"),
+        (r"but (\d+)% of a W4A16 step", lambda: f"{100 * rest_us('w4a16') / decode_row('w4a16')['us_graph']:.0f}"),
+    ],
+    "12": [  # "going further": the fast kernel in the recorded table, 8192 × 8192
+        (r"M = 128 on 8192 × 8192 it takes ([\d.]+) µs", lambda: f"{wgmma_row('w4a16_wgmma', 128)['us']:.1f}"),
+        (r"against cuBLAS's ([\d.]+) µs", lambda: f"{wgmma_row('cublas_fp16', 128)['us']:.1f}"),
+        (r"µs, ([\d.]+)× faster, where", lambda: f"{wgmma_row('w4a16_wgmma', 128)['speedup_vs_cublas']:.2f}"),
+        (r"lesson 10's kernel \(([\d.]+) against", lambda: f"{wgmma_row('w4a16_wgmma', 1)['us']:.1f}"),
+        (r"lesson 10's kernel \([\d.]+ against ([\d.]+) µs\)", lambda: f"{wgmma_row('w4a16_pipe_mma', 1)['us']:.1f}"),
+    ],
 }
 
 
@@ -150,6 +167,26 @@ def pipe_row(section: str, route: str, M: int) -> dict:
     """Lesson 10's recorded row of one route at M tokens on 8192 × 8192."""
     hits = [r for r in rows("10", section) if r["route"] == route and r["shape"] == [M, 8192, 8192]]
     assert len(hits) == 1, f"results/10.json: no single {section} row for {route} at M = {M}"
+    return hits[0]
+
+
+def decode_row(fmt: str, batch: int = 1) -> dict:
+    """Lesson 11's recorded decode step of one weight format at one batch size."""
+    hits = [r for r in rows("11", "decode") if r["format"] == fmt and r["batch"] == batch]
+    assert len(hits) == 1, f"results/11.json: no single decode row for {fmt} at batch {batch}"
+    return hits[0]
+
+
+def rest_us(fmt: str) -> float:
+    """µs of lesson 11's batch-1 step outside its linear layers (the step's graph minus the linear layers alone)."""
+    r = decode_row(fmt)
+    return r["us_graph"] - r["us_gemm"]
+
+
+def wgmma_row(route: str, M: int) -> dict:
+    """Lesson 12's recorded row of one route at M tokens on 8192 × 8192 (the fast kernel's table)."""
+    hits = [r for r in rows("12", "table") if r["route"] == route and r["shape"] == [M, 8192, 8192]]
+    assert len(hits) == 1, f"results/12.json: no single row for {route} at M = {M}"
     return hits[0]
 
 
