@@ -176,7 +176,7 @@ def test_stream_fit_recovers_the_line_and_skips_cublas_and_pdl():
     prose = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     docs = " ".join(results.DOCS.read_text().split())
     for quote in (f"B = {b1:.2f} TB/s and a = {a1:.1f} µs", f"a = {a2:.1f} µs back to back and {a3:.1f} µs in a graph",
-                  f"Section 1: {a1:.1f} µs of a"):
+                  f"step 1: {a1:.1f} µs of each call"):
         assert quote in " ".join(prose.split()), f"lesson 12's prose does not quote the stored fit: {quote!r}"
     for quote in (f"{a1:.1f} µs of each call is launch and ramp", f"{a3:.1f} µs of fixed cost left"):
         assert quote in docs, f"docs/results.md does not quote the stored fit: {quote!r}"
@@ -374,3 +374,16 @@ def test_nsight_profiles_on_gpu():
                        run="op(x, b)")
     assert p.source.startswith("measured now"), p.notes
     assert p.value("dram__bytes_read.sum") == pytest.approx(8 * (1 << 24), rel=0.05)
+
+
+@pytest.mark.parametrize("lesson", range(13))
+def test_report_draws_every_lessons_recorded_results(lesson):
+    """The course report has each lesson's figures: every lesson's recorded sections give at least one chart, and
+    progress is reported as each section is drawn."""
+    from harness import report
+    said = []
+    secs = report.recorded_sections(lesson, prefer_local=False, progress=said.append)
+    figs = [f for _, _, fs in secs for f in fs]
+    assert secs and figs, f"lesson {lesson:02d}: no figure in the report"
+    assert all(f.stat().st_size > 10_000 for f in figs), figs
+    assert len(said) >= len(secs) and all(f"lesson {lesson:02d}" in s for s in said), said
