@@ -140,8 +140,8 @@ QUOTES = {
         (r"([\d.]+)× faster than Marlin", lambda: f"{pipe_row('table', 'w4a16_pipe', 1)['speedup_vs_marlin']:.2f}"),
         (r"it reaches cuBLAS \(([\d.]+)×\)", lambda: f"{pipe_row('table', 'w4a16_pipe', 128)['speedup_vs_cublas']:.2f}"),
         (r"went from ([\d.]+) µs \(write-back\)",
-         lambda: f"{pipe_row('ladder', 'w4a16_pipe.gemm_w4a16_writeback', 16)['us']:.2f}"),
-        (r"to ([\d.]+) µs \(split-K\)", lambda: f"{pipe_row('ladder', 'w4a16_pipe.gemm_w4a16_frag_split', 16)['us']:.2f}"),
+         lambda: f"{pipe_row('ladder', 'w4a16_pipe_fast.gemm_w4a16_writeback', 16)['us']:.2f}"),
+        (r"to ([\d.]+) µs \(split-K\)", lambda: f"{pipe_row('ladder', 'w4a16_pipe_fast.gemm_w4a16_frag_split', 16)['us']:.2f}"),
     ],
     "11": [  # sections 5 and 6: the recorded decode step at batch 1
         (r"W4A16 step runs at (\d+) tok/s", lambda: f"{decode_row('w4a16')['tok_s']:.0f}"),

@@ -28,8 +28,9 @@ STEPS = ["gemm_w4a16_writeback", "gemm_w4a16_writeback_padded", "gemm_w4a16_frag
 _L07 = bench.lesson_module(7)
 CUBLAS, TINYGEMM, MARLIN, W4A16_07 = results.CUBLAS_FP16, _L07.TINYGEMM, _L07.MARLIN, _L07.W4A16_07
 FAST = "w4a16_pipe_fast"  # the fast kernel's file: solutions/ only
-LADDER = {results.register(f"w4a16_pipe.{k.launcher}", k.label): k for k in catalog.kernels(10) if k.launcher in STEPS}
-TEACH = {results.register(f"w4a16_steps.{k.launcher}", k.label): k
+# route ids: file.launcher, as catalog.kernels(10) names them
+LADDER = {results.register(f"{k.file}.{k.launcher}", k.label): k for k in catalog.kernels(10) if k.launcher in STEPS}
+TEACH = {results.register(f"{k.file}.{k.launcher}", k.label): k
          for k in catalog.kernels(10) if k.file == "w4a16_pipe"}  # the teaching file's five steps
 OURS = results.register("w4a16_pipe", "(10) W4A16, fragment order", "10 W4A16")
 
@@ -50,6 +51,26 @@ VIEWS = {
                                                         "lesson 07": W4A16_07}},
         "headline": {"ours": OURS, "base": CUBLAS, "shape": [16, 8192, 8192]}},
 }
+
+
+def steps_markdown(view: str = "main", *, prefer_local: bool = True) -> str:
+    """Section 6's tables: the teaching steps' "steps" section (your run's, else the recorded one), view "main" (each
+    step against the one before) or "fast" (step 5 beside the fast kernel and Marlin). Where no run of the steps
+    exists yet, it says so; "main" then shows the fast kernel's own recorded ladder (the same five ideas), labelled
+    as such, and "fast" points at the recorded table of the fast kernel against the libraries."""
+    try:
+        return results.view_markdown(10, "steps", view, prefer_local=prefer_local)
+    except FileNotFoundError:
+        pass
+    why = ("**No run of the teaching steps is recorded yet** (the timing cell of section 6 on a GPU, or "
+           "`python lessons/10_pipelined_w4a16/bench_10.py --steps --record`).")
+    if view == "main":
+        return (why + " In its place, **the fast kernel's own ladder**, recorded: the same five ideas in "
+                "`w4a16_pipe_fast.cu` (10.1 to 10.5), then 10.6, the kernel that also runs a decode GEMV at "
+                "M ≤ 8 (see \"Going further\").\n\n"
+                + results.view_markdown(10, "ladder", "main", prefer_local=prefer_local))
+    return why + (" Without it your step 5 has nothing to stand beside; the fast kernel against cuBLAS FP16, "
+                  "tinygemm, Marlin and lesson 07's kernel is in the recorded table below.")
 
 
 def weight_sets(shape):
