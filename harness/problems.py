@@ -1111,7 +1111,7 @@ class DecodeAttention:
     group_min_bytes: int = 12 << 20
 
     def heads_per_block(self, B, n_heads, n_kv, max_seq):
-        """q heads a block of the kernel serves from one read of their kv head, as decode_ops.cu decides: up to 8 of
+        """q heads a block of the kernel serves from one read of their kv head, as decode_ops_fast.cu decides: up to 8 of
         a group once the caches hold group_min_bytes (12 MB), else one (the shorter latency where few bytes move)."""
         group = n_heads // n_kv
         if B * n_kv * max_seq * self.head_dim * 4 < self.group_min_bytes:

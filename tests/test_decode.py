@@ -178,11 +178,13 @@ def test_config_rejects_shapes_the_kernels_cannot_run():
 # GPU
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("teaching", [False, True], ids=["fast", "teaching"])
 @pytest.mark.parametrize("splits", [1, 3, 16])
-def test_attention_kernel_any_split(splits):
+def test_attention_kernel_any_split(splits, teaching):
     """The keys split over 1, 3 or 16 blocks (some of them empty at short contexts) give the same attention, with one
-    q head per block (small caches) and with whole groups of q heads per block."""
-    op = decode.cuda_ops(solution=True).attention
+    q head per block (small caches) and with whole groups of q heads per block (the fast file; the teaching file
+    always takes one q head per block)."""
+    op = decode.cuda_ops(solution=True, teaching=teaching).attention
     res = check.check(catalog.ATTENTION, lambda *a, out=None: op(*a, out=out, splits=splits), name=f"splits={splits}",
                       shapes=((1, 1, 1, 1), (1, 20, 4, 1), (3, 300, 8, 2), (2, 1500, 32, 8), (2, 90, 6, 2),
                               # past 12 MB of cache: a block per group of 4, 8 and 2 q heads
@@ -191,9 +193,10 @@ def test_attention_kernel_any_split(splits):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("teaching", [False, True], ids=["fast", "teaching"])
 @pytest.mark.parametrize("shape", [(3, 50, 8, 2), (4, 1000, 32, 8)])  # one q head per block; a group of 4 per block
-def test_attention_kernel_appends_to_the_cache(shape):
-    ops, ref_ops = decode.cuda_ops(solution=True), decode.torch_ops()
+def test_attention_kernel_appends_to_the_cache(shape, teaching):
+    ops, ref_ops = decode.cuda_ops(solution=True, teaching=teaching), decode.torch_ops()
     qkv, kc, vc, pos, rope = catalog.ATTENTION.make_inputs(shape, torch.Generator("cuda").manual_seed(7))
     kc2, vc2 = kc.clone(), vc.clone()
     ops.attention(qkv, kc, vc, pos, rope)
@@ -211,12 +214,16 @@ def _cuda_model(cfg, fmt, weights, **kw):
 
 
 @pytest.mark.gpu
-def test_cuda_ops_and_graph_equal_pytorch_ops():
+@pytest.mark.parametrize("teaching", [False, True], ids=["fast", "teaching"])
+def test_cuda_ops_and_graph_equal_pytorch_ops(teaching):
+    """The step with lesson 11's kernels (the fast file the recorded step runs, or the teaching file with PDL too)
+    gives PyTorch's logits, launched from Python and from a CUDA graph."""
     w = decode.random_weights(SMALL, seed=8)
     tokens = torch.randint(0, SMALL.vocab, (3, 20), device="cuda", generator=torch.Generator("cuda").manual_seed(9))
     ref = decode.teacher_forced_logits(decode.DecodeModel(SMALL, w, ops=decode.torch_ops(), max_batch=3, max_seq=32),
                                        tokens, graph=False)
-    model = _cuda_model(SMALL, "fp16", w, max_batch=3, max_seq=32)
+    ops = decode.cuda_ops(solution=True, teaching=teaching)
+    model = _cuda_model(SMALL, "fp16", w, max_batch=3, max_seq=32, ops=ops)
     eager = decode.teacher_forced_logits(model, tokens, graph=False)
     graph = decode.teacher_forced_logits(model, tokens, graph=True)
     assert decode.compare_logits(eager, ref)["rel_err"] < 5e-3

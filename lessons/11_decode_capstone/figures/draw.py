@@ -32,7 +32,7 @@ def split_keys(splits=3, per=12):
         d.box(ax, x0 + 0.5, 3.0, x1 - 0.5, 4.2, color=P["sm"], text=f"block (split {s}): 8 warp states\n"
               "merge_states (11.b)", fontsize=7.5)
         d.arrow(ax, ((x0 + x1) / 2, 1.0), ((x0 + x1) / 2, 3.0), text="online_update (11.a)" if s == 0 else None,
-                text_offset=(2.4, 0), fontsize=7)
+                text_offset=(2.9, 0), fontsize=7)
         d.arrow(ax, ((x0 + x1) / 2, 4.2), (n / 2, 6.0))
     ax.plot([n, n], [-0.1, 1.1], color=P["line"], lw=2)
     d.box(ax, n / 2 - 7, 6.0, n / 2 + 7, 7.2, color=P["cache"],
