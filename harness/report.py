@@ -79,6 +79,25 @@ def _renderer(lesson: int):
         return None
 
 
+def _decode_chart(sec: dict):
+    """Lesson 11: tokens per second of the decode step in a CUDA graph, a bar per weight format, a group per batch."""
+    import matplotlib.pyplot as plt
+    rows = sec["rows"]
+    labels = list(dict.fromkeys(r["label"] for r in rows))
+    batches = list(dict.fromkeys(r["batch"] for r in rows))
+    w = 0.8 / len(labels)
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    for i, label in enumerate(labels):
+        at = [(batches.index(r["batch"]) + i * w, r["tok_s"]) for r in rows if r["label"] == label]
+        ax.bar([x for x, _ in at], [y for _, y in at], w, label=label, color=f"C{i % 10}")
+    ax.set_xticks([j + 0.4 - w / 2 for j in range(len(batches))], [f"batch {b}" for b in batches])
+    ax.set_ylabel("tok/s (CUDA graph, higher is better)")
+    ax.grid(axis="y", lw=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    ax.set_title(f"Lesson 11: the decode step per weight format ({results.env_line(sec)})", fontsize=8)
+    return fig
+
+
 def recorded_sections(lesson: int, *, prefer_local: bool, progress=None) -> list[tuple[str, str, list[Path]]]:
     """(section, text, figures) for every recorded section of a lesson: bench.compare tables with their roofline and
     speedup charts; a benchmark module's stored views as Markdown tables, each with the generic chart
@@ -109,18 +128,20 @@ def recorded_sections(lesson: int, *, prefer_local: bool, progress=None) -> list
             found.append((name, text, figs))
         elif lesson == 4 and name == "mma_peak":
             found.append((name, results.mma_peak_markdown(prefer_local), []))
-        elif lesson == 11 and name in ("decode", "accuracy"):
-            found.append((name, results.decode_markdown(prefer_local) if name == "decode"
-                          else results.decode_accuracy_markdown(prefer_local), []))
+        elif lesson == 11 and name == "decode":
+            found.append((name, results.decode_markdown(prefer_local), [_save(_decode_chart(sec), out / "11_decode.png")]))
+        elif lesson == 11 and name == "accuracy":
+            found.append((name, results.decode_accuracy_markdown(prefer_local), []))
         elif lesson == 12 and name == "stream":
             found.append((name, results.stream_markdown(), []))
         elif (render := _renderer(lesson)) is not None:
             text, figs = render(name, sec)
-            found.append((name, f"Measured on {results.env_line(sec)}:\n{text}",
+            found.append((name, text,
                           [_save(f, out / f"{lesson:02d}_{name}{f'_{i}' if i else ''}.png") for i, f in enumerate(figs)]))
-        elif rows and all({"op", "shape", "us"} <= set(r) for r in rows):  # timings without a view: a plain table
-            body = "\n".join(f"| {r['op']} | {' × '.join(map(str, r['shape']))} | {r['us']:,.2f} |" for r in rows)
-            found.append((name, f"| route | shape | µs |\n|---|---|---:|\n{body}\n\nMeasured on "
+        elif timed := [r for r in rows if {"op", "shape", "us"} <= set(r)]:  # timings without a view: a plain table
+            body = "\n".join(f"| {r['op']} | {' × '.join(map(str, r['shape']))} | {r['us']:,.2f} |" for r in timed)
+            rest = "".join(f"\n- {', '.join(f'{k} {v}' for k, v in r.items())}" for r in rows if r not in timed)
+            found.append((name, f"| route | shape | µs |\n|---|---|---:|\n{body}\n{rest}\n\nMeasured on "
                           f"{results.env_line(sec)}.", []))
     return found
 

@@ -386,4 +386,4 @@ def test_report_draws_every_lessons_recorded_results(lesson):
     figs = [f for _, _, fs in secs for f in fs]
     assert secs and figs, f"lesson {lesson:02d}: no figure in the report"
     assert all(f.stat().st_size > 10_000 for f in figs), figs
-    assert len(said) >= len(secs) and all(f"lesson {lesson:02d}" in s for s in said), said
+    assert sum(f"lesson {lesson:02d}, section" in s for s in said) >= len(secs), said

@@ -106,11 +106,13 @@ def error_chart(rows: list[dict]):
 
 
 def render(section: str, sec: dict) -> tuple[str, list]:
-    """A stored section as (its table, its figures), for the course report."""
+    """A stored section as (its table with the line saying what computed it, its figures), for the course report."""
+    e = sec.get("env", {})
+    where = f"Computed with torch {e.get('torch')} on {e.get('gpu') or 'the CPU'}, {sec.get('date', '')[:10]}:\n"
     if section == "memory":
-        return memory_table(sec["rows"]), []
+        return where + memory_table(sec["rows"]), []
     if section == "error_vs_group":
-        return error_table(sec["rows"]), [error_chart(sec["rows"])]
+        return where + error_table(sec["rows"]), [error_chart(sec["rows"])]
     raise KeyError(f"lesson 05 has no section {section!r} (it has {SECTIONS})")
 
 
