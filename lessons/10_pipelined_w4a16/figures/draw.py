@@ -1,7 +1,7 @@
 """Draw lesson 10's pictures into this folder:  python lessons/10_pipelined_w4a16/figures/draw.py
 
 fragment_order.png   which element of a 16 × 16 block of W each nibble of a lane's word holds (exercise 10.a)
-pipeline_stages.png  the cp.async ring over time: copies of later K tiles in flight while one is computed (10.b)
+pipeline_stages.png  the cp.async ring over time: the prologue, then copies of later K tiles in flight while one is computed (10.b)
 split_k.png          split-K: blocks of one output tile each take a part of K; the last to finish adds the parts (10.c)
 """
 import sys
@@ -22,7 +22,7 @@ def _position(lane, i):
 
 
 def fragment_order():
-    fig, ax = d.figure(11.5, 6.2)
+    fig, ax = d.figure(12.0, 6.2)
     owner = {_position(l, i): (l, i) for l in LANES for i in range(8)}
     d.grid(ax, 16, 16, 0, 0, color=lambda r, c: LANES[owner[(r, c)][0]] if (r, c) in owner else P["block"],
            label=lambda r, c: str(owner[(r, c)][1]) if (r, c) in owner else None, fontsize=7, text_color="white")
@@ -35,44 +35,54 @@ def fragment_order():
     ax.text(-0.3, 12, "rows g + 8", ha="right", va="center", fontsize=8)
     ax.text(4, 16.6, "columns 2t, 2t + 1", ha="center", fontsize=8)
     ax.text(12, 16.6, "columns 2t + 8, 2t + 9", ha="center", fontsize=8)
-    # lane 0's word, nibble 7 on the left
-    x0, y0 = 18.5, 2
+    # lane 0's word, nibble 7 on the left; under each nibble, the (row, col) of the block it holds
+    x0, y0, bw = 18.5, 2, 1.25
     ax.text(x0, y0 - 0.7, "lane 0's word (nibble 7 … nibble 0)", fontsize=8)
     for j, i in enumerate(range(7, -1, -1)):
         r, c = _position(0, i)
-        d.box(ax, x0 + j, y0, x0 + j + 1, y0 + 1, color=LANES[0], lw=0.8)
-        ax.text(x0 + j + 0.5, y0 + 0.5, str(i), ha="center", va="center", fontsize=7.5, color="white")
-        ax.text(x0 + j + 0.5, y0 + 1.35 + 0.9 * (j % 2), f"{r},{c}", ha="center", va="center", fontsize=6.5)
-    ax.text(x0, y0 + 3.6, "register j of the A fragment = nibble j (low half)\n+ nibble j + 4 (high half):",
+        d.box(ax, x0 + j * bw, y0, x0 + (j + 1) * bw, y0 + 1, color=LANES[0], lw=0.8)
+        ax.text(x0 + (j + 0.5) * bw, y0 + 0.5, str(i), ha="center", va="center", fontsize=7.5, color="white")
+        ax.text(x0 + (j + 0.5) * bw, y0 + 1.4, f"{r},{c}", ha="center", va="center", fontsize=6.5)
+    ax.text(x0, y0 + 2.2, "(row, col) in the block of each nibble", fontsize=7)
+    ax.text(x0, y0 + 3.8, "register j of the A fragment = nibble j (low half)\n+ nibble j + 4 (high half):",
             fontsize=8)
-    ax.text(x0, y0 + 5.0, "a0: row g, cols 2t, 2t+1       a1: row g+8\na2: row g, cols 2t+8, 2t+9   a3: row g+8",
+    ax.text(x0, y0 + 5.3, "a0: row g, cols 2t, 2t+1       a1: row g+8\na2: row g, cols 2t+8, 2t+9   a3: row g+8",
             fontsize=8)
     for n, (l, colour) in enumerate(LANES.items()):
         d.box(ax, x0, y0 + 7 + n * 1.2, x0 + 0.8, y0 + 7.8 + n * 1.2, color=colour, lw=0.6)
         ax.text(x0 + 1.1, y0 + 7.4 + n * 1.2, f"lane {l} (g = {l // 4}, t = {l % 4})", va="center", fontsize=8)
-    d.matrix_view(ax, -2.5, -1.0, 27.5, 17.0, pad=0.3)
+    d.matrix_view(ax, -2.5, -1.0, 29.0, 17.0, pad=0.3)
     return fig
 
 
 def pipeline_stages(stages=4, tiles=7):
-    fig, ax = d.figure(11.5, 3.8)
+    fig, ax = d.figure(11.5, 4.2)
     w = 1.6  # one K tile's math, in drawing units
+    pro = -1.6  # the prologue issues tiles 0 … STAGES − 2 before the loop starts at time 0
     for s in range(stages):
-        ax.text(-0.3, s + 0.5, f"stage {s}", ha="right", va="center", fontsize=8)
+        ax.text(pro - 0.3, s + 0.5, f"stage {s}", ha="right", va="center", fontsize=8)
     for kt in range(tiles):
         s = kt % stages
-        issued = max(0, kt - stages + 1) * w  # refilled at the top of iteration kt − (STAGES − 1)
+        # tiles 0 … STAGES − 2 come from the prologue; tile kt ≥ STAGES − 1 is issued by iteration kt − (STAGES − 1)
+        issued = pro if kt < stages - 1 else (kt - stages + 1) * w
         start = kt * w
-        d.box(ax, issued, s + 0.15, start, s + 0.85, color=P["memory"], lw=0.6,
-              text=f"copy {kt}" if start - issued >= 2 * w else None, fontsize=7)
+        d.box(ax, issued, s + 0.15, start, s + 0.85, color=P["memory"], lw=0.6, text=f"copy {kt}", fontsize=7)
         d.box(ax, start, s + 0.15, start + w, s + 0.85, color=P["thread"], lw=0.6)
         ax.text(start + w / 2, s + 0.5, f"math {kt}", ha="center", va="center", fontsize=7, color="white")
     for kt in range(tiles + 1):
-        ax.plot([kt * w, kt * w], [-0.1, stages + 0.1], color=P["grid"], lw=0.5, ls=":")
-    ax.text(0, stages + 0.7, "iteration i: wait for tile i (cp.async.wait_group STAGES − 2), __syncthreads, refill the stage "
-            "tile i − 1 used with tile i + 3, commit, compute tile i", fontsize=8)
-    ax.text(0, -0.6, "time →   (light: copies in flight; dark: the math on that stage's tile)", fontsize=8)
-    d.matrix_view(ax, -1.6, -1.0, tiles * w + 0.2, stages + 1.0, pad=0.2)
+        ax.plot([kt * w, kt * w], [-0.1, stages + 0.1], color=P["grid"], lw=0.5, ls=":", zorder=0)
+    for kt in range(tiles):
+        ax.text(kt * w + w / 2, stages + 0.45, f"i = {kt}", ha="center", va="center", fontsize=7)
+    ax.plot([pro, pro], [-0.1, stages + 0.1], color=P["line"], lw=1.0, zorder=0)
+    ax.plot([0, 0], [-0.1, stages + 0.1], color=P["line"], lw=1.0, zorder=0)  # under the boxes
+    ax.text(pro / 2, -0.45, "prologue", ha="center", va="center", fontsize=7.5)
+    ax.text(tiles * w / 2, -0.45, "K loop", ha="center", va="center", fontsize=7.5)
+    ax.text(pro, stages + 1.1, f"prologue: copy tiles 0 … {stages - 2} (STAGES − 1 of them) into stages 0 … {stages - 2}, "
+            "a commit after each", fontsize=8)
+    ax.text(pro, stages + 1.7, "iteration i: wait for tile i (cp.async.wait_group STAGES − 2), __syncthreads, refill "
+            f"the stage tile i − 1 used with tile i + {stages - 1}, commit, compute tile i", fontsize=8)
+    ax.text(pro, -1.0, "time →   (light: copies in flight; dark: the math on that stage's tile)", fontsize=8)
+    d.matrix_view(ax, pro - 1.6, -1.3, tiles * w + 0.2, stages + 1.9, pad=0.2)
     return fig
 
 
