@@ -67,7 +67,7 @@ def cache_root() -> Path:
     return Path(os.environ.get("COURSE_CACHE") or ROOT / "build" / "cache").resolve()
 
 
-# Set by the command-line entry points: a cold compile takes 5-30 s on a small machine, so they say it started.
+# Set by the command-line entry points: a cold compile takes seconds on a small machine, so they say it started.
 ANNOUNCE_COMPILES = False
 
 
@@ -425,7 +425,7 @@ _NOISE = re.compile(r"^(\[\d+/\d+\]|FAILED:|ninja: |Error building extension|sub
 
 
 def clean_compiler_output(text: str, src_path: Path) -> str:
-    """Keep the compiler's diagnostics; drop ninja's progress lines and the long command lines."""
+    """Keep the compiler's diagnostics; drop ptxas's report, build-tool progress lines and long command lines."""
     keep = []
     for line in text.splitlines():
         if _NOISE.match(line) or "ptxas info" in line or "detected in the compilation of" in line or re.match(r"^\s+\d+ bytes stack frame", line):
