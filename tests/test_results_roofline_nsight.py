@@ -387,3 +387,28 @@ def test_report_draws_every_lessons_recorded_results(lesson):
     assert secs and figs, f"lesson {lesson:02d}: no figure in the report"
     assert all(f.stat().st_size > 10_000 for f in figs), figs
     assert sum(f"lesson {lesson:02d}, section" in s for s in said) >= len(secs), said
+
+
+def test_lesson05_module_recomputes_the_recorded_memory_table():
+    """bench_05.memory counts each format's bits from the quantized tensors it makes: on the recorded 8192 × 8192
+    shape it gives the recorded bits per weight and MB (the floors follow from the recorded copy bandwidth)."""
+    mod = bench.lesson_module(5)
+    got = {r["format"]: r for r in mod.memory()}
+    for r in results.load(5, "memory", prefer_local=False)["rows"]:
+        assert got[r["format"]]["bits_per_weight"] == r["bits_per_weight"] and got[r["format"]]["MB"] == r["MB"], r
+    assert f"{got['INT4 sym group 128']['bits_per_weight']:.3f}" in mod.memory_table(list(got.values()))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lesson, sizes", [(0, ((1 << 20,),)), (1, (512,)), (2, (512,))])
+def test_lesson_benchmark_modules_time_every_route(lesson, sizes):
+    """Lessons 00-02's modules check their kernels, then time them and the library in one run: a row per route and
+    size, each against the library of the same run; the chart draws from those rows."""
+    mod = bench.lesson_module(lesson)
+    rows = mod.run(sizes, solution=True, reps=5)
+    routes = {r["op"] for r in rows}
+    assert routes == set(mod.ops(solution=True)), routes
+    assert len(rows) == len(routes) * len(sizes) and all(r["pct_baseline"] > 0 for r in rows)
+    assert mod.table(rows).count("\n") == len(rows) + 1
+    n = sizes[0][0] if lesson == 0 else sizes[0]
+    assert mod.chart(rows, n=n).axes
