@@ -412,3 +412,28 @@ def test_lesson_benchmark_modules_time_every_route(lesson, sizes):
     assert mod.table(rows).count("\n") == len(rows) + 1
     n = sizes[0][0] if lesson == 0 else sizes[0]
     assert mod.chart(rows, n=n).axes
+
+
+def test_lesson10_steps_table_falls_back_to_the_recorded_ladder(tmp_path, monkeypatch):
+    """Lesson 10's section 6 shows a run of the teaching steps where one exists; before that it says there is none
+    and shows the fast kernel's recorded ladder, labelled as such ("fast" then points at the recorded table)."""
+    mod = bench.lesson_module(10)
+    data = results.load(10, prefer_local=False)
+    monkeypatch.setattr(results, "LOCAL", tmp_path / "local")
+    monkeypatch.setattr(results, "RECORDED", tmp_path / "rec")
+    monkeypatch.delenv("COURSE_RECORD", raising=False)
+    (tmp_path / "rec").mkdir()
+    secs = {k: v for k, v in data["sections"].items() if k != "steps"}
+    (tmp_path / "rec" / "10.json").write_text(json.dumps(dict(data, sections=secs)))
+    main, fast = mod.steps_markdown(), mod.steps_markdown("fast")
+    assert main.startswith("**No run of the teaching steps") and "the fast kernel's own ladder" in main
+    assert main.endswith(results.view_markdown(10, "ladder")) and "10.1 write-back" in main
+    assert fast.startswith("**No run of the teaching steps") and "| " not in fast
+    # a run of the steps (here the ladder's rows under the steps' route ids): its own tables, no fallback
+    rename = dict(zip(mod.LADDER, [*mod.TEACH, mod.OURS]))
+    rows = [dict(r, route=rename.get(r["route"], r["route"])) for r in secs["ladder"]["rows"]]
+    results.record(10, "steps", rows, views=mod.VIEWS["steps"])
+    for view in ("main", "fast"):
+        got = mod.steps_markdown(view)
+        assert got == results.view_markdown(10, "steps", view, prefer_local=True) and "No run" not in got
+        assert "10 step 5: + split-K" in got

@@ -1,7 +1,7 @@
 """Draw lesson 10's pictures into this folder:  python lessons/10_pipelined_w4a16/figures/draw.py
 
 fragment_order.png   which element of a 16 × 16 block of W each nibble of a lane's word holds (exercise 10.a)
-pipeline_stages.png  the cp.async ring over time: the prologue, then copies of later K tiles in flight while one is computed (10.b)
+pipeline_stages.png  the cp.async ring over time: a prologue, then later K tiles in flight while one is computed (10.b)
 split_k.png          split-K: blocks of one output tile each take a part of K; the last to finish adds the parts (10.c)
 """
 import sys
