@@ -62,7 +62,7 @@ STEPS = [Step("04.1 WMMA", pad=16), Step("04.2 mma.sync"), Step("04.3 + double b
 
 def tiles() -> str:
     """Per kernel: warps, shared memory, MMAs per tile and the FLOPs each byte read brings (FP16 / INT8 alike)."""
-    out = [f"{'kernel':<22} {'block':>8} {'warps':>5} {'stages':>6} {'smem B':>7} {'mma/tile/warp':>13} "
+    out = [f"{'kernel':<22} {'BM×BN':>8} {'warps':>5} {'stages':>6} {'smem B':>7} {'mma/tile/warp':>13} "
            f"{'FLOP/B smem':>11} {'FLOP/B L2':>10}"]
     for s in STEPS:
         out.append(f"{s.name:<22} {f'{s.bm}x{s.bn}':>8} {s.warps:>5} {s.stages:>6} {s.smem_bytes():>7} "

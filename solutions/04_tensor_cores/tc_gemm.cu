@@ -69,10 +69,9 @@ __device__ __forceinline__ void wmma_tile(FragC<T> (&acc)[4][4], const T* As, co
     FragA<T> a[4];  // this K step's 16×16 pieces of the warp's 64 rows of x ...
     FragB<T> b[4];  // ... and of its 64 rows of W
     // BEGIN EXERCISE 04.a: the WMMA fragment loop
-    //> // TODO: add this tile's products to acc, 16 of K at a time (roughly 10 lines, three loops inside one).
-    //> // - a[i]: the 16×16 of As at rows wm + 16·i, this step's 16 columns; b[j] likewise from Bs at rows wn + 16·j.
-    //> //   wmma::load_matrix_sync(fragment, pointer to its first element, LD) fills one.
-    //> // - Then every acc[i][j] gets a[i]·b[j]: wmma::mma_sync(d, a, b, c) computes d = a·b + c.
+    //> // TODO: add this tile's products to acc (roughly 10 lines): step through the tile's BK columns 16 at a
+    //> // time; at each step fill a[0..3] from the warp's rows of As and b[0..3] from its rows of Bs, then update
+    //> // all 16 accumulators.
     //> (void)acc; (void)As; (void)Bs; (void)wm; (void)wn; (void)a; (void)b; (void)BK;
 #pragma unroll
     for (int k = 0; k < BK; k += 16) {
@@ -146,11 +145,9 @@ __device__ __forceinline__ void mma_tile(Acc (&acc)[4][8][4], const char* As, co
     const int lane = threadIdx.x % 32;
     uint32_t a[4][4], b[4][4];  // per K step: 4 A tiles (16 rows each), 4 B pairs (16 rows of W = two n8 tiles)
     // BEGIN EXERCISE 04.b: ldmatrix + mma.sync, one tile's K loop
-    //> // TODO: for each of the tile's 4 K steps (chunks 2s, 2s + 1), fill a and b with ldmatrix_x4 and add
-    //> // all 4×8 m16n8 products to acc (roughly 15 lines). First: which row and chunk each lane points at.
-    //> // - a[i], rows wm + 16·i..+15: matrices (rows 0-7, 1st chunk), (8-15, 1st), (0-7, 2nd), (8-15, 2nd) = a0..a3.
-    //> // - b[j], rows wn + 16·j..+15 of W: (0-7, 1st), (0-7, 2nd) = b0, b1 of n8 tile 2j; (8-15, 1st), (8-15, 2nd)
-    //> //   = b0, b1 of n8 tile 2j + 1. at<true>(row, chunk) gives a chunk's byte offset in the swizzled tile.
+    //> // TODO: for each of the tile's 4 K steps (32 bytes: chunks 2s and 2s + 1), fill a[0..3] and b[0..3] with
+    //> // one ldmatrix_x4 each and add all 4×8 m16n8 products to acc (roughly 15 lines). Work out first which
+    //> // row and chunk of the tile each lane must point at; at<true>(row, chunk) turns that into a byte offset.
     //> (void)acc; (void)As; (void)Bs; (void)wm; (void)wn; (void)lane; (void)a; (void)b;
     const int a_row = wm + lane % 16, a_chunk = lane / 16;
     const int b_row = wn + lane % 8 + (lane / 16) * 8, b_chunk = (lane / 8) % 2;
@@ -201,14 +198,12 @@ __global__ void __launch_bounds__(THREADS) gemm_mma_kernel(const T* __restrict__
     } else {
         // BEGIN EXERCISE 04.c: the cp.async double buffer
         //> // TODO: multiply all `tiles` tiles, with the copy of tile kt + 1 in flight while mma_tile works on tile
-        //> // kt (roughly 15 lines). Tile kt lives in stage kt % 2: As(stage), Bs(stage). Start tile 0's copies
-        //> // before the loop. In the loop: start the next tile's copies (if there is one) into the other stage,
-        //> // commit them as a group, wait until only that newest group may still be in flight, make every
-        //> // thread's copies visible to all (__syncthreads), multiply, and make sure no warp still reads a stage
-        //> // before the next iteration's copies overwrite it.
+        //> // kt (roughly 15 lines). Tile kt lives in stage kt % 2: As(kt % 2), Bs(kt % 2). K = 0 means no tile at
+        //> // all: then copy nothing (y stays zero). No warp may read a stage before its copies have landed, and no
+        //> // copy may overwrite a stage another warp is still reading.
         //> (void)tiles; (void)As; (void)Bs; (void)wm; (void)wn;
-        load_tile<true>(As(0), x, M, K, m0, 0), load_tile<true>(Bs(0), W, N, K, n0, 0);
-        cp_async_commit();
+        if (tiles > 0)  // K = 0: nothing to copy, the accumulators stay zero
+            load_tile<true>(As(0), x, M, K, m0, 0), load_tile<true>(Bs(0), W, N, K, n0, 0), cp_async_commit();
         for (int kt = 0; kt < tiles; ++kt) {
             const int st = kt % 2;
             if (kt + 1 < tiles)
