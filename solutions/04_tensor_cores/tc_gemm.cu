@@ -1,5 +1,5 @@
 // Lesson 04: tensor cores. y[M,N] = x[M,K] · W[N,K]ᵀ in FP16 (FP32 accumulation, FP16 output) and INT8
-// (INT32 accumulation and output), one step per kernel:
+// (INT32 accumulation and output), one kernel per step of the notebook:
 //   1. gemm_wmma_*    WMMA: 16×16×16 fragments through the nvcuda::wmma API (exercise 04.a)
 //   2. gemm_mma_*     the instructions underneath: ldmatrix + mma.sync m16n8k16 (04.b)
 //   3. gemm_mma_db_*  + a two-stage cp.async pipeline: tile k+1 lands while tile k is multiplied (04.c)
