@@ -278,6 +278,16 @@ def test_bench_table_format():
     assert len({l.index("shape") if i == 0 else l.index(" M=") + 1 for i, l in enumerate(lines) if i != 1}) == 1
 
 
+def test_show_names_the_baseline_not_its_route_id():
+    """results.show's header gives the baseline's display name (rows are keyed by route id, the header is not)."""
+    for lesson, section, base in ((0, "bench", "torch.add(b, x, alpha=a)"), (1, "bench", "cuBLAS FP32"),
+                                  (2, "bench", "cuBLAS FP32"), (3, "bench", "cuBLAS FP32"),
+                                  (4, "bench_f16", "cuBLAS FP16"), (4, "bench_s8", "torch._int_mm")):
+        head = results.show(lesson, section, prefer_local=False).splitlines()[1]
+        route = results.load(lesson, section, prefer_local=False)["rows"][0]["baseline"]
+        assert f"% {base} " in head and f"% {route} " not in head, (lesson, section, head)
+
+
 def test_nsight_recorded_reports():
     p = nsight.load_recorded(1, "naive_vs_coalesced")
     spr = p.per_kernel("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", per="l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum")
