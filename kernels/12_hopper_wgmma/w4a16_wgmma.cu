@@ -168,7 +168,7 @@ wgmma_w4a16_basic_kernel(const __grid_constant__ CUtensorMap xmap, const int32_t
         const int s = i % STAGES;
         const uint32_t st = sbase + s * STAGE;
         // BEGIN EXERCISE 12.a: the ring: hand back the last tile's stage, refill it, wait for this tile
-        // TODO (roughly 8 lines): every thread is done with tile i - 1's stage: say so on that stage's empty
+        // TODO (roughly 10 lines): every thread is done with tile i - 1's stage: say so on that stage's empty
         //   barrier. Thread 0 then waits until everyone has, and refills that stage with the tile STAGES
         //   ahead of it (if there is one) by calling produce. Last, every thread waits on stage s's full barrier
         //   for tile i's bytes. Each barrier's phase parity follows how many times its stage has been used.
@@ -188,7 +188,7 @@ wgmma_w4a16_basic_kernel(const __grid_constant__ CUtensorMap xmap, const int32_t
         }
 
         // BEGIN EXERCISE 12.b: the tile's multiply on the tensor cores
-        // TODO (roughly 6 lines): make a[] and acc visible to the tensor cores, issue one wgmma_64x64x16
+        // TODO (roughly 5 lines): make a[] and acc visible to the tensor cores, issue one wgmma_64x64x16
         //   per k16 step j = 0 … 7 with A = a[j] and B = x's 16 K columns of step j in this stage (a matrix
         //   descriptor of where they start), close them into a group and wait for it, so that the stage
         //   can be handed back at the top of the next iteration.
