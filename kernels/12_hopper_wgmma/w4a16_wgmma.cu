@@ -173,6 +173,7 @@ wgmma_w4a16_basic_kernel(const __grid_constant__ CUtensorMap xmap, const int32_t
         //   ahead of it (if there is one) by calling produce. Last, every thread waits on stage s's full barrier
         //   for tile i's bytes. Each barrier's phase parity follows how many times its stage has been used.
         // END EXERCISE
+        __syncwarp();  // thread 0 may have been refilling: its warp meets again before the warp-wide wgmma below
 
         // Dequantize the warp's 16 weight rows for the tile's 8 k16 steps into A registers.
         const uint8_t* stage = smem + s * STAGE;

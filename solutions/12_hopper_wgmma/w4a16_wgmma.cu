@@ -183,6 +183,7 @@ wgmma_w4a16_basic_kernel(const __grid_constant__ CUtensorMap xmap, const int32_t
         }
         mbar_wait(full0 + 8 * s, (uint32_t)(i / STAGES) & 1u);
         // END EXERCISE
+        __syncwarp();  // thread 0 may have been refilling: its warp meets again before the warp-wide wgmma below
 
         // Dequantize the warp's 16 weight rows for the tile's 8 k16 steps into A registers.
         const uint8_t* stage = smem + s * STAGE;

@@ -24,7 +24,7 @@
 
 #define EXPORT extern "C"  // the harness binds every EXPORT launcher to Python
 
-// wgmma exists on sm_90a only; a build for any other target (the harness builds this file for sm_90a alone)
+// wgmma exists on sm_90a only; a build for any other architecture (the harness builds this file for sm_90a alone)
 // would trap instead of assembling it.
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define HOPPER(...) __trap()
