@@ -1,7 +1,7 @@
 """How fast can a kernel read a decode-sized weight matrix? (lessons/08_nf4/stream_probe.cu says why.)
 
     python dev/probe_stream.py [--quick] [--record]   (--record: results/12.json, section "stream", with
-                                                         COURSE_RECORD=1; lesson 12's notebook runs it)
+                                                         COURSE_RECORD=1; lesson 12's notebook draws it: bench_12.stream_chart)
 
 Times, in one run, buffers rotated past L2: pure-read kernels (16-byte loads with U in flight; the bulk copy
 engine through a shared-memory ring), with and without programmatic dependent launch, next to cuBLAS FP16 at
