@@ -129,8 +129,7 @@ def check_isolated(lesson: int | None = None, launcher: str | None = None, *, fi
     except subprocess.TimeoutExpired:
         return Outcome(name, "timeout", f"no result after {timeout:.0f} s: the kernel hangs (an endless loop, or "
                                         "a __syncthreads() that some threads of a block never reach)")
-    findings = [l.removeprefix("========= ").strip() for l in (p.stdout + p.stderr).splitlines()
-                if l.startswith("=========") and not re.search(r"COMPUTE-SANITIZER|ERROR SUMMARY: 0 errors", l)]
+    findings, found = sanitizer_report(p.stdout + p.stderr) if sanitize else ([], False)
     line = next((l for l in p.stdout.splitlines()[::-1] if l.startswith(MARK)), None)
     if line is None:
         lines = (p.stderr + p.stdout).splitlines()
@@ -142,14 +141,44 @@ def check_isolated(lesson: int | None = None, launcher: str | None = None, *, fi
     r = json.loads(line[len(MARK):])
     status = r["status"]
     text = r["text"]
-    if sanitize and status == "pass" and any(re.search(r"ERROR SUMMARY|Race|Invalid|Barrier error|[Hh]azard", f)
-                                             for f in findings):
+    if sanitize and status == "pass" and found:
         status = "fail"  # right answers by luck: the sanitizer's hazards still fail the exercise
         text = (f"every value was right, but compute-sanitizer {sanitize} found "
                 + ("a race on shared memory (a missing or misplaced __syncthreads())" if sanitize == "racecheck"
                    else "a misused barrier" if sanitize == "synccheck" else "errors")
                 + ":\n" + where(findings) + "\n" + text)
     return Outcome(name, status, text, findings)
+
+
+# compute-sanitizer's summary lines: "ERROR SUMMARY: 2 errors" (memcheck, synccheck, initcheck) and
+# "RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)" (racecheck, printed even when it found nothing).
+_SUMMARY = re.compile(r"\b(?:ERROR|RACECHECK) SUMMARY:\s*(\d+) (?:errors?|hazards?)"
+                      r"(?: displayed)?(?: \((\d+) errors?, (\d+) warnings?\))?")
+# A record of something found: a race between two accesses, a hazard, an invalid access, a misused barrier.
+_RECORD = re.compile(r"Race reported|[Hh]azard detected|Invalid __(?:global|shared|local)__|Invalid \w+ access"
+                     r"|Barrier error|Uninitialized __global__|^(?:ERROR|Error|Warning|WARN):")
+
+
+def sanitizer_report(output: str) -> tuple[list[str], bool]:
+    """compute-sanitizer's lines in a child's output, without its banner and clean summaries, and whether they report
+    anything: a summary that counts a hazard or an error, or a record of one. A clean run prints "RACECHECK SUMMARY:
+    0 hazards displayed (0 errors, 0 warnings)", which is no race."""
+    findings, found = [], False
+    for raw in output.splitlines():
+        if not raw.startswith("========="):
+            continue
+        l = raw.removeprefix("=========").strip()
+        if not l or l.startswith("COMPUTE-SANITIZER"):
+            continue
+        m = _SUMMARY.search(l)
+        if m:
+            if any(int(g) for g in m.groups() if g is not None):
+                findings.append(l)
+                found = True
+            continue
+        findings.append(l)
+        found = found or bool(_RECORD.search(l))
+    return findings, found
 
 
 def where(findings: list[str], context: int = 0) -> str:

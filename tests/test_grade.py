@@ -36,6 +36,49 @@ def test_compile_error_is_reported_without_a_gpu(tmp_path):
     assert "naive_gemm.cu" in out.text and "expected an expression" in out.text, str(out)
 
 
+# compute-sanitizer's own text (CUDA 12.x): a clean racecheck run still prints its summary line.
+RACECHECK_CLEAN = """\
+gemm_tiled_race: all passed
+PASS  gemm_tiled_race  M=17 N=33 K=65  (float32): max error within tolerance
+========= COMPUTE-SANITIZER
+========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)
+"""
+RACECHECK_RACE = """\
+========= COMPUTE-SANITIZER
+========= Error: Race reported between Write access at gemm_tiled_race(const float *, const float *, float *, int, \
+int, int)+0x2f0 in /work/main/kernels/02_smem_tiling/race_demo.cu:31
+=========     and Read access at gemm_tiled_race(const float *, const float *, float *, int, int, int)+0x4a0 in \
+/work/main/kernels/02_smem_tiling/race_demo.cu:38 [4096 hazards]
+=========
+gemm_tiled_race: all passed
+========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
+"""
+MEMCHECK_CLEAN = "========= COMPUTE-SANITIZER\nPASS\n========= ERROR SUMMARY: 0 errors\n"
+MEMCHECK_BAD = """\
+========= COMPUTE-SANITIZER
+========= Invalid __global__ write of size 4 bytes
+=========     at oob_kernel(float *, int)+0x90 in /work/main/tests/data/faulty.cu:7
+=========     by thread (0,0,0) in block (0,0,0)
+========= ERROR SUMMARY: 1 error
+"""
+
+
+def test_sanitizer_report_tells_a_clean_summary_from_a_hazard():
+    """A clean racecheck run's summary ("0 hazards displayed (0 errors, 0 warnings)") is no race and is not shown;
+    a race record, or a summary counting hazards or errors, is one, and its source lines are named."""
+    assert grade.sanitizer_report(RACECHECK_CLEAN) == ([], False)
+    assert grade.sanitizer_report(MEMCHECK_CLEAN) == ([], False)
+    findings, found = grade.sanitizer_report(RACECHECK_RACE)
+    assert found and any("Race reported" in f for f in findings), findings
+    assert "RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)" in findings
+    assert "race_demo.cu, line 31" in grade.where(findings) and "race_demo.cu, line 38" in grade.where(findings)
+    # the counts alone are enough: a report whose records are cut (--print-limit) still fails
+    assert grade.sanitizer_report("========= RACECHECK SUMMARY: 3 hazards displayed (0 errors, 3 warnings)\n")[1]
+    assert grade.sanitizer_report("========= ERROR SUMMARY: 2 errors\n")[1]
+    findings, found = grade.sanitizer_report(MEMCHECK_BAD)
+    assert found and findings[0] == "Invalid __global__ write of size 4 bytes", findings
+
+
 @pytest.mark.gpu
 def test_solution_grades_pass():
     out = grade.check_isolated(1, "gemm_coalesced", solution=True)
