@@ -23,6 +23,7 @@ import re
 import shutil
 import subprocess
 import sys
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,7 +80,13 @@ def _child(argv: list[str]) -> int:
         small = prob.check_shapes[:2]
     else:
         prob, small = PROBLEMS[o.problem](), SMALL[o.problem]
-    res = check.check(prob, prob.bind(getattr(mod, o.launcher)), small if o.small else None, repeats=o.repeats)
+    try:
+        res = check.check(prob, prob.bind(getattr(mod, o.launcher)), small if o.small else None, repeats=o.repeats)
+    except Exception as e:  # a failed launch raises: the parent reports its message, not a line of the traceback
+        traceback.print_exc()
+        why = str(e) if isinstance(e, RuntimeError) else f"{type(e).__name__}: {e}"
+        print(MARK + json.dumps({"status": "crash", "text": why}), flush=True)
+        return 1
     print(MARK + json.dumps({"status": "pass" if res.ok else "fail", "text": str(res)}), flush=True)
     return 0
 
@@ -131,14 +138,12 @@ def check_isolated(lesson: int | None = None, launcher: str | None = None, *, fi
                                         "a __syncthreads() that some threads of a block never reach)")
     findings, found = sanitizer_report(p.stdout + p.stderr) if sanitize else ([], False)
     line = next((l for l in p.stdout.splitlines()[::-1] if l.startswith(MARK)), None)
-    if line is None:
-        lines = (p.stderr + p.stdout).splitlines()
-        err = [l for l in lines if "CUDA error" in l] or [l for l in lines if "Error" in l and "Search for" not in l]
-        why = err[0].strip() if err else f"the child process exited with code {p.returncode}"
+    r = json.loads(line[len(MARK):]) if line is not None else None
+    if r is None or r["status"] == "crash":
+        why = r["text"] if r is not None else crash_message(p.stderr + "\n" + p.stdout, p.returncode)
         return Outcome(name, "crash", f"the kernel crashed: {why}\n(the check ran in a separate process, so this "
                                       "session is unharmed; COURSE_SYNC=1 was set, so the error is the launch's own)",
                        findings)
-    r = json.loads(line[len(MARK):])
     status = r["status"]
     text = r["text"]
     if sanitize and status == "pass" and found:
@@ -148,6 +153,18 @@ def check_isolated(lesson: int | None = None, launcher: str | None = None, *, fi
                    else "a misused barrier" if sanitize == "synccheck" else "errors")
                 + ":\n" + where(findings) + "\n" + text)
     return Outcome(name, status, text, findings)
+
+
+def crash_message(output: str, returncode: int) -> str:
+    """Why a child died, from its output: the message of the last exception its traceback shows (a traceback's
+    source lines are code, not the error), else a line naming a CUDA error, else its exit code."""
+    lines = [l.strip() for l in output.splitlines()]
+    exc = [l for l in lines if re.match(r"[A-Za-z_][\w.]*(Error|Exception|Interrupt): ", l)]
+    if exc:
+        name, _, msg = exc[-1].partition(": ")
+        return msg if name.endswith("RuntimeError") else exc[-1]
+    err = [l for l in lines if "CUDA error" in l and not l.startswith(("raise ", "File "))]
+    return err[-1] if err else f"the child process exited with code {returncode}"
 
 
 # compute-sanitizer's summary lines: "ERROR SUMMARY: 2 errors" (memcheck, synccheck, initcheck) and

@@ -79,6 +79,20 @@ def test_sanitizer_report_tells_a_clean_summary_from_a_hazard():
     assert found and findings[0] == "Invalid __global__ write of size 4 bytes", findings
 
 
+def test_crash_message_is_the_exception_not_the_raising_line():
+    """A child's traceback shows the source line that raised, which names "CUDA error" too: the report is the
+    exception's message."""
+    tb = """Traceback (most recent call last):
+  File "/work/main/harness/build.py", line 412, in __call__
+    raise RuntimeError(f"{name}: CUDA error {self.dll.course_error_name(err).decode()}: "
+RuntimeError: oob_write: CUDA error cudaErrorIllegalAddress: an illegal memory access was encountered
+"""
+    assert grade.crash_message(tb, 1) == ("oob_write: CUDA error cudaErrorIllegalAddress: "
+                                          "an illegal memory access was encountered")
+    assert grade.crash_message("Traceback (most recent call last):\n  ...\nKeyError: 'x'\n", 1) == "KeyError: 'x'"
+    assert grade.crash_message("", -11) == "the child process exited with code -11"
+
+
 @pytest.mark.gpu
 def test_solution_grades_pass():
     out = grade.check_isolated(1, "gemm_coalesced", solution=True)
