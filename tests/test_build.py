@@ -190,16 +190,39 @@ def test_launch_and_overflow_checks(tmp_cache):
 
 @pytest.mark.gpu
 def test_failed_launch_raises_with_the_cuda_error(tmp_cache):
-    """A launch the GPU refuses (1025 threads per block) is reported by the launcher's check, naming the CUDA error."""
+    """A launch the GPU refuses (1025 threads per block) is reported by the launcher's check, naming the CUDA error.
+    Which error depends on the runtime: CUDA 12 checks the block size itself (cudaErrorInvalidConfiguration); CUDA 13
+    compiles <<<>>> to a launch by kernel handle (__cudaGetKernel, __cudaLaunchKernel) that leaves the check to the
+    driver, whose answer is cudaErrorInvalidValue."""
     src = tmp_cache / "bad.cu"
     src.write_text(ADD + "EXPORT void too_big(float* b, cudaStream_t stream) {\n"
                          "    add_kernel<<<1, 1025, 0, stream>>>(b, b, 0);\n}\n")
     m = build.load_file(src)
     b = torch.zeros(4, device="cuda")
-    with pytest.raises(RuntimeError, match="too_big: CUDA error cudaErrorInvalidConfiguration"):
+    with pytest.raises(RuntimeError, match="too_big: CUDA error (cudaErrorInvalidConfiguration: invalid configuration "
+                                           "argument|cudaErrorInvalidValue: invalid argument)$"):
         m.too_big(b)
     m.add(b, b, 4)  # the error was taken by the check: the next launch works
     torch.cuda.synchronize()
+
+
+@pytest.mark.gpu
+def test_launcher_gets_the_current_stream_and_64_bit_arguments_whole(tmp_cache):
+    """The launcher receives torch's current stream (a 64-bit handle, here a side stream's), pointers and int64_t
+    values whole: the wrapper writes back what it was given."""
+    src = tmp_cache / "echo.cu"
+    src.write_text(ADD + "__global__ void echo_kernel(int64_t* out, int64_t a, int64_t s) {\n"
+                         "    out[0] = a; out[1] = s;\n}\n"
+                         "EXPORT void echo(int64_t* out, int64_t a, cudaStream_t stream) {\n"
+                         "    echo_kernel<<<1, 1, 0, stream>>>(out, a, (int64_t)stream);\n}\n")
+    m = build.load_file(src)
+    out = torch.zeros(2, dtype=torch.int64, device="cuda")
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        m.echo(out, 2**62 + 12345)
+    side.synchronize()
+    assert side.cuda_stream != 0  # a real handle (an address, above 2**32 on Linux), not the default stream
+    assert out.tolist() == [2**62 + 12345, side.cuda_stream]
 
 
 def test_lesson_lookup_errors():
