@@ -10,7 +10,8 @@ The rules (the same in notebooks and tests):
 - the output (and any scratch the harness hands the kernel) sits inside a larger poisoned allocation,
   with guard bands before and after it: a write into them is a failure of its own (a bounds guard
   written `m <= M` leaves every element of y right and writes one row past it);
-- the inputs are compared byte for byte after the run: a kernel that writes its input fails;
+- the inputs are compared byte for byte after the run: a kernel that writes its input fails (a problem's
+  writable() names the elements a kernel writes by design, such as a KV cache's new row: only those may change);
 - each shape runs more than once on the same inputs, the output poisoned again each time: a race
   (a missing __syncthreads) gives right values in one run and wrong ones in another.
 """
@@ -63,22 +64,34 @@ def _input_names(op, n) -> list[str]:
     return ps[:n] if len(ps) >= n else [f"input {i}" for i in range(n)]
 
 
-def _changed_inputs(before, after, skip=()) -> list[str]:
-    """Messages for the input tensors whose bytes changed during the run."""
+def _changed_inputs(before, after, writable=None) -> list[str]:
+    """Messages for the input tensors whose bytes changed during the run. `writable` maps id(tensor) of an input the
+    problem lets the kernel write to (mask of the elements it may change, their name): only changes outside the mask
+    count there."""
     out = []
     for (name, b), (_, a) in zip(before, after):
-        if name.split(".")[0].split("[")[0] in skip or b.numel() == 0:
+        if b.numel() == 0:
             continue
         bb, aa = b.reshape(-1).view(torch.uint8), a.detach().contiguous().reshape(-1).view(torch.uint8)
-        if not torch.equal(bb, aa):
-            diff = (bb != aa).view(-1, b.element_size()).any(dim=1)
-            first = int(diff.nonzero()[0])
-            idx = []
-            for d in reversed(tuple(a.shape)):
-                idx.insert(0, first % d)
-                first //= d
+        if torch.equal(bb, aa):
+            continue
+        diff = (bb != aa).view(-1, b.element_size()).any(dim=1)
+        mask, part = (writable or {}).get(id(a), (None, None))
+        if mask is not None:
+            diff &= ~mask.reshape(-1).to(diff.device)
+            if not diff.any():
+                continue
+        first = int(diff.nonzero()[0])
+        idx = []
+        for d in reversed(tuple(a.shape)):
+            idx.insert(0, first % d)
+            first //= d
+        if mask is None:
             out.append(f"the kernel wrote its input {name}: {int(diff.sum()):,} of {b.numel():,} elements changed, the "
                        f"first at {idx} (inputs are read-only: write only to the output)")
+        else:
+            out.append(f"the kernel wrote its input {name} outside {part}: {int(diff.sum()):,} of {b.numel():,} "
+                       f"elements changed there, the first at {idx} (write only to the output and {part})")
     return out
 
 
@@ -288,7 +301,6 @@ def check(problem, op, shapes=None, *, name: str | None = None, seed: int | None
     shapes = problem.check_shapes if shapes is None else shapes
     name = name or getattr(op, "__name__", None) or problem.name
     out_name = getattr(problem, "out_name", None) or ("y" if isinstance(problem, problems.Linear) else "out")
-    inout = getattr(problem, "inout", ())  # inputs the kernel updates by design (a KV cache)
     reports = []
     for shape in shapes:
         s = seed_for_check() if seed is None else seed
@@ -296,6 +308,10 @@ def check(problem, op, shapes=None, *, name: str | None = None, seed: int | None
         inputs = problem.make_inputs(shape, gen, device=device)
         names = _input_names(op, len(inputs))
         before = [(n, t.detach().clone()) for n, t in _named_tensors(inputs, names)]
+        # inputs the problem lets a kernel write (a KV cache's new row), by position: whatever the op's parameters
+        # are called, only the declared elements may change
+        writable = {id(inputs[i]): w for i, w in problem.writable(inputs).items()} \
+            if hasattr(problem, "writable") else {}
         out = Guarded(problem.out_shape(shape), problem.out_dtype, device, name=out_name)
         rep, first = None, None
         with guard.guarded_scratch() as scratches:
@@ -337,7 +353,7 @@ def check(problem, op, shapes=None, *, name: str | None = None, seed: int | None
                     rep = r
                 if not rep.ok:
                     break
-        changed = _changed_inputs(before, _named_tensors(inputs, names), inout)
+        changed = _changed_inputs(before, _named_tensors(inputs, names), writable)
         if changed:
             rep.ok = False
             rep.faults = rep.faults + changed

@@ -1065,7 +1065,6 @@ class DecodeAttention:
     ceiling: str = "fp16"
     in_dtype: torch.dtype = torch.float16
     out_dtype: torch.dtype = torch.float16
-    inout = ("k_cache", "v_cache")  # written by design (the new position's k and v): check does not hold them unchanged
     check_shapes: tuple = ((1, 1, 1, 1), (1, 37, 4, 1), (3, 200, 8, 2), (2, 513, 32, 8), (5, 1000, 6, 3),
                            (16, 64, 32, 8), (1, 4097, 32, 8), (4, 33, 2, 2), (4, 1000, 32, 8))  # the last: grouped
     # Llama-3-8B's heads, batch 1 and 16, 512 cached positions
@@ -1105,6 +1104,18 @@ class DecodeAttention:
     def reference(self, inputs):
         qkv, kc, vc, pos, rope = inputs
         return decode_math.attention_reference(qkv, kc, vc, pos, rope, torch.float64)
+
+    def writable(self, inputs) -> dict[int, tuple[torch.Tensor, str]]:
+        """The inputs a kernel writes by design, by position, each with the mask of the elements it may change and
+        their name: k_cache and v_cache, in the row of each sequence's new position (every kv head). check holds
+        every other element of every input unchanged."""
+        _, kc, vc, pos, _ = inputs
+        B, nkv, max_seq, hd = kc.shape
+        row = torch.zeros(B, max_seq, dtype=torch.bool, device=kc.device)
+        row[torch.arange(B, device=kc.device), pos.long().clamp(0, max_seq - 1)] = True
+        mask = row[:, None, :, None].expand(B, nkv, max_seq, hd)
+        return {1: (mask, "the new position's row (k_cache[b, :, pos[b]])"),
+                2: (mask, "the new position's row (v_cache[b, :, pos[b]])")}
 
     max_splits: int = 16
 

@@ -177,6 +177,34 @@ def test_config_rejects_shapes_the_kernels_cannot_run():
 # ----------------------------------------------------------------------------------------------
 # GPU
 
+def test_check_lets_attention_write_only_the_new_cache_row():
+    """check holds the inputs unchanged except where the problem declares a kernel writes (the caches' row at each
+    sequence's new position), whatever the op's parameters are called (here a lambda's *args): a write one row past
+    it, or into qkv, still fails."""
+    from harness import decode_math
+
+    P, shapes = catalog.ATTENTION, ((1, 1, 1, 1), (3, 40, 4, 2))
+    good = check.check(P, lambda *a, out=None: decode_math.torch_attention(*a, out=out), shapes, device="cpu",
+                       repeats=1)
+    assert good.ok, str(good)
+
+    def past_the_row(qkv, k_cache, v_cache, pos, rope, out=None):
+        decode_math.torch_attention(qkv, k_cache, v_cache, pos, rope, out=out)
+        v_cache[0, 0, int(pos[0]) + 1] += 1  # the row after the new one (the cache holds ctx + 5 rows)
+
+    bad = check.check(P, lambda *a, out=None: past_the_row(*a, out=out), shapes, device="cpu", repeats=1)
+    assert not any(r.ok for r in bad.reports), str(bad)
+    assert "the kernel wrote its input input 2 outside the new position's row (v_cache[b, :, pos[b]]): 128 of" \
+        in str(bad) and "input 1" not in str(bad), str(bad)
+
+    def into_qkv(qkv, *rest, out=None):
+        decode_math.torch_attention(qkv, *rest, out=out)
+        qkv[0, 0] += 1
+
+    bad = check.check(P, lambda *a, out=None: into_qkv(*a, out=out), shapes[:1], device="cpu", repeats=1)
+    assert "the kernel wrote its input input 0: 1 of" in str(bad) and "read-only" in str(bad), str(bad)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("teaching", [False, True], ids=["fast", "teaching"])
 @pytest.mark.parametrize("splits", [1, 3, 16])
