@@ -116,20 +116,34 @@ def test_shape_sweep(k):
     assert not bad, f"{len(bad)} of {len(shapes)} shapes fail:\n" + "\n".join(r.summary() for r in bad[:6])
 
 
+# Where each kernel rounds at M = 1 (K = 128: one scale group). Lesson 12's wgmma kernel dequantizes each weight to
+# FP16 (q · s rounded, as lesson 10 teaches) and accumulates the products in FP32. linear_w4a16_frag at M <= 8 runs
+# lesson 07's decode GEMV, which sums the integer codes times x in FP32 on the tensor cores (every product exact) and
+# multiplies the group's sum by s once.
+SCALE_AFTER_SUM = {"linear_w4a16_frag"}
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("launcher", ["linear_w4a16_wgmma", "linear_w4a16_frag"])
 def test_one_output_matches_fp16_dequantization(launcher):
-    """M = N = 1, K = 128 over 200 seeds: the kernels dequantize each weight to FP16 (q · scale rounded, as lesson 10
-    teaches) and accumulate in FP32. Their one output equals that computed in PyTorch to within an FP16 step, and
-    check passes it every time: a lone output whose 128 terms cancel is no longer judged against its own tiny size."""
+    """M = N = 1, K = 128 over 200 seeds: the one output equals the kernel's own rounding model computed in PyTorch
+    (FP16-rounded weights q · s then an FP32 dot; or, for a kernel that scales after the sum, s times the FP32 dot of
+    the codes with x) to within an FP16 step, and check passes it every time: a lone output whose 128 terms cancel is
+    no longer judged against its own tiny size."""
     k = next(k for k in catalog.kernels() if k.launcher == launcher)
     _runs_here(k)
     op, P = catalog.op(k, solution=True), k.problem
     for seed in range(200):
         x, w = P.make_inputs((1, 1, 128), torch.Generator(device="cuda").manual_seed(seed))
-        Wh = (w.codes().half() * w.scale[:, :1].t().repeat_interleave(128, dim=1)).float()  # FP16 products
-        want = (x.float() @ Wh.T).half().float()
-        size = float(x.float().abs() @ Wh.abs().T)  # Σ|terms|: FP32 summation order moves the sum by ~1e-7 of it
+        if launcher in SCALE_AFTER_SUM:
+            q, s = w.codes().float(), w.scale[0, 0].float()  # exact integers; the group's one scale
+            want = ((x.float() @ q.T) * s).half().float()
+            size = float(x.float().abs() @ q.abs().T) * abs(float(s))
+        else:
+            Wh = (w.codes().half() * w.scale[:, :1].t().repeat_interleave(128, dim=1)).float()  # FP16 products
+            want = (x.float() @ Wh.T).half().float()
+            size = float(x.float().abs() @ Wh.abs().T)
+        # Σ|terms| · 2^-16: FP32 summation order moves the sum by ~1e-7 of it; 2^-10 of the output: one FP16 step
         got = op(x, w).float()
         assert (got - want).abs().item() <= want.abs().item() * 2 ** -10 + size * 2 ** -16, (seed, got, want)
     res = check.check(P, op, [(1, 1, 128)] * 200)
