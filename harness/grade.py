@@ -84,6 +84,8 @@ def _child(argv: list[str]) -> int:
         res = check.check(prob, prob.bind(getattr(mod, o.launcher)), small if o.small else None, repeats=o.repeats)
     except Exception as e:  # a failed launch raises: the parent reports its message, not a line of the traceback
         traceback.print_exc()
+        while e.__cause__ is not None:  # check's advice to restart a notebook's kernel wraps the launch's own error
+            e = e.__cause__
         why = str(e) if isinstance(e, RuntimeError) else f"{type(e).__name__}: {e}"
         print(MARK + json.dumps({"status": "crash", "text": why}), flush=True)
         return 1

@@ -93,6 +93,26 @@ RuntimeError: oob_write: CUDA error cudaErrorIllegalAddress: an illegal memory a
     assert grade.crash_message("", -11) == "the child process exited with code -11"
 
 
+def test_child_reports_the_launch_error_as_a_crash(monkeypatch, capsys):
+    """A check that raises (a faulting launch, wrapped by check in its advice for notebooks) ends the child with a
+    crash result whose text is the launch's own message."""
+    import json
+    import types
+
+    def faulting_check(*a, **k):
+        try:
+            raise RuntimeError("oob_write: CUDA error cudaErrorIllegalAddress: an illegal memory access was encountered")
+        except RuntimeError as e:
+            raise RuntimeError("oob_write crashed at M=17 N=33 K=65: ... restart the kernel") from e
+
+    monkeypatch.setattr(grade.build, "load_file", lambda *a, **k: types.SimpleNamespace(oob_write=lambda *a: None))
+    monkeypatch.setattr(grade.check, "check", faulting_check)
+    assert grade._child(["--file", str(FAULTY), "--launcher", "oob_write"]) == 1
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith(grade.MARK))
+    assert json.loads(line[len(grade.MARK):]) == {
+        "status": "crash", "text": "oob_write: CUDA error cudaErrorIllegalAddress: an illegal memory access was encountered"}
+
+
 @pytest.mark.gpu
 def test_solution_grades_pass():
     out = grade.check_isolated(1, "gemm_coalesced", solution=True)
