@@ -229,7 +229,7 @@ def report() -> str:
             lines.append("warning: " + w)
     else:
         lines.append("nvcc: NOT FOUND\n" + info.get("toolchain_error", ""))
-    lines.append(f"ninja {info['ninja']} ({info['ninja_path']})" if info.get("ninja")
+    lines.append(f"ninja {info['ninja']}" if info.get("ninja")
                  else "ninja: NOT FOUND (pip install ninja; torch needs it to build extensions)")
     if info["gpu"]:
         lines.append(f"GPU {info['gpu']} (sm_{info['capability'].replace('.', '')}, {info['sms']} SMs, "
