@@ -111,7 +111,7 @@ def gemv_step(ms=(1, 4, 16), kn=(8192, 8192), solution: bool | None = None) -> s
     import torch
     op, prob = teaching_ops(solution)["gemv_int4"], catalog.W4A16
     bw = roofline.ceilings()["copy_GBps"]
-    dequant = catalog.DEQUANT_W4.bind(build.load(7, "w4a16_fast").dequant_w4)
+    dequant = catalog.DEQUANT_W4.bind(build.load(7, "w4a16_fast", solution=True).dequant_w4)
     out = [f"{'K × N':<13} {'M':>3} {'floor µs':>9} {'07.2 µs':>8} {'% copy bw':>10} {'cuBLAS FP16 µs':>15}"]
     for M in ms:
         shape = (M, kn[1], kn[0])
@@ -150,7 +150,8 @@ def tinygemm_op(N, K, group=128, inner_k_tiles=8, l2_multiple=3.0):
 
 def run(ms=(1, 4, 16, 64, 256), *, solution: bool = True, record: bool = False, verbose: bool = True) -> list:
     """Time every route on every shape in one run; returns the rows (results.Row), recorded with record=True."""
-    mod = build.load(7, "w4a16", solution=solution)
+    mod = build.load(7, "w4a16_fast", solution=True)  # the fast kernels have no stub
+    teach = teaching_ops(solution)["gemv_int4"]  # the teaching GEMV: yours with solution=False
     mod6 = build.load(6, "w8a16_fast", solution=True)  # lesson 06's kernel: the solution, whatever lesson 07 runs
     prob, asym, p8 = catalog.W4A16, catalog.W4A16_ASYM, catalog.W8A16
     # what a model calls: the GEMV up to M = 16, the tiled kernel past it
