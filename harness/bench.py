@@ -160,7 +160,7 @@ def graph_fn(fn, arg_sets, *, calls: int = 20, reps: int = 15, start: int = 0) -
     passes over arg_sets so that no set is read twice in a row), the graph replayed between two events; median over
     `reps` replays. A serving engine runs a decode step this way: the GPU finds the next kernel ready when one ends,
     where a call between its own events also pays its launch (on the H100, 2.0-3.0 µs more per call of one kernel:
-    NOTES.md, "Timing in a CUDA graph"). Returns why, as a string, where fn cannot be captured (it synchronizes, or
+    dev/notes.md, "Timing in a CUDA graph"). Returns why, as a string, where fn cannot be captured (it synchronizes, or
     allocates outside PyTorch's allocator)."""
     S = len(arg_sets)
     n = S * math.ceil(calls / S)

@@ -92,8 +92,15 @@ def overlapping_labels(fig) -> list[tuple[str, str]]:
     canvas = fig.canvas if hasattr(fig.canvas, "get_renderer") else FigureCanvasAgg(fig)
     r = canvas.get_renderer()
     fig.draw(r)
-    texts = [t for t in fig.findobj(matplotlib.text.Text) if t.get_visible() and t.get_text().strip()
-             and t.figure is not None]
+    texts = list(fig.texts)
+    for ax in fig.axes:
+        texts += list(ax.texts) + [ax.title, ax._left_title, ax._right_title]
+        if ax.get_legend():
+            texts += list(ax.get_legend().get_texts())
+        if ax.axison:  # a hidden axis keeps its (invisible) tick labels
+            for axis in (ax.xaxis, ax.yaxis):
+                texts += [axis.label] + [t for t in axis.get_ticklabels(which="both") if t.get_visible()]
+    texts = [t for t in texts if t.get_visible() and t.get_text().strip()]
     boxes = [(t.get_text(), t.get_window_extent(r)) for t in texts]
     hits = []
     for i, (a, ba) in enumerate(boxes):
