@@ -33,7 +33,9 @@ __device__ __forceinline__ void load_tile_scalar(const float* __restrict__ src, 
     }
 }
 
-// src[row][k .. k+3] as one float4, zeros past `rows` and past K.
+// src[row][k .. k+3] as one float4, zeros past `rows` and past K. Callers pass k a multiple of 4: then, when K
+// is one too, the four values are all before K or all past it, and their address src + row*K + k is 16-byte
+// aligned whenever src is.
 __device__ __forceinline__ float4 load4(const float* __restrict__ src, int rows, int K, int row, int k) {
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
     // BEGIN EXERCISE 03.b: 128-bit global loads
