@@ -3,7 +3,7 @@
 // y[M, N] = x̂ · Ŵᵀ. x̂ = xq · sx: x quantized per token at run time. Ŵ: harness/quant.py's two-level weights,
 //   Ŵ[n, k] = scale[n] · c[n, k],   c = (u − gzero) · gscale,
 // a float scale per output channel (level 1) and, per group of 128 weights along K, an integer gscale (1..15)
-// and gzero (0..15) with a 4-bit code u (level 2). c is an integer in −128..127, so the INT8 mma can sum
+// and gzero (0..15) with a 4-bit code u (level 2). The coded c stays within −128..127, so the INT8 mma can sum
 // c · xq over all of K in INT32, and the only float work is one multiply per output at the end.
 //
 // The tensor core takes the weights as unsigned bytes (mma .u8.s8): each byte is 128 + c, which the format
@@ -94,9 +94,10 @@ __device__ __forceinline__ uint32_t mad_hi(uint32_t a, uint32_t b, uint32_t c) {
 __device__ __forceinline__ void unpack_row(uint4 v, uint32_t gscale, uint32_t gzero, uint32_t (&a)[4][4], int h) {
     // BEGIN EXERCISE 09.a: the unpack, two instructions per four weights
     //> // TODO: for each word j (v.x, v.y, v.z, v.w), write a[j][h] (its low nibbles) and a[j][h + 2] (its
-    //> // high nibbles): in every byte 128 + (u − gzero)·gscale, computed for the four bytes at once with one
-    //> // mask and one 32-bit multiply-add per register (mad_hi above for the high nibbles: no shifts).
-    //> // The bytes never carry into each other. Roughly 8 lines.
+    //> // high nibbles): in every byte 128 + (u − gzero)·gscale = u·gscale + (128 − gzero·gscale), computed
+    //> // for the four bytes at once with one mask and one 32-bit multiply-add per register (mad_hi above for
+    //> // the high nibbles: no shifts). The format keeps gzero·gscale ≤ 128, so the offset 128 − gzero·gscale
+    //> // is a byte in 0…128, and the bytes never carry into each other. Roughly 8 lines.
     //> (void)v; (void)gscale; (void)gzero;
     //> for (int j = 0; j < 4; ++j) a[j][h] = a[j][h + 2] = 0u;
     const uint32_t c = (128u - gzero * gscale) * 0x01010101u;  // 128 − gzero·gscale in each of the four bytes
@@ -116,10 +117,10 @@ __device__ __forceinline__ void store_tile(const int (&acc)[4], int n0, int m0, 
                                            const float* __restrict__ sx, const __half* __restrict__ wscale,
                                            __half* __restrict__ y, int M, int N) {
     // BEGIN EXERCISE 09.c: the epilogue, the +128 removed per token
-    //> // TODO: for each of the four values, find its row n and token m (the C fragment above), and if both
-    //> // are inside y, store y[m, n]: take the +128's contribution away in integers (exact; xsum[m] is the
-    //> // token's sum of xq), then apply the token's scale sx[m] and the channel's scale wscale[n].
-    //> // Roughly 8 lines.
+    //> // TODO: for each of the four values, find its row n and token m (the C fragment above, with
+    //> // lane = threadIdx.x % 32), and if both are inside y, store y[m, n]: take the +128's contribution
+    //> // away in integers (exact; xsum[m] is the token's sum of xq), then apply the token's scale sx[m] and
+    //> // the channel's scale wscale[n]. Roughly 8 lines.
     //> (void)acc; (void)n0; (void)m0; (void)xsum; (void)sx; (void)wscale; (void)y; (void)M; (void)N;
     const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
 #pragma unroll
