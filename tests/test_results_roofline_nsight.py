@@ -447,3 +447,25 @@ def test_lesson10_steps_table_falls_back_to_the_recorded_ladder(tmp_path, monkey
         got = mod.steps_markdown(view)
         assert got == results.view_markdown(10, "steps", view, prefer_local=True) and "No run" not in got
         assert "10 step 5: + split-K" in got
+
+
+def test_lesson07_teach_table_says_when_the_teaching_gemv_has_no_row(tmp_path, monkeypatch):
+    """Lesson 07's last table (view "teach") is a note pointing at the measured output of section 3 while no row of
+    the teaching GEMV is recorded, and the table with one line per shape once rows are there."""
+    mod = bench.lesson_module(7)
+    data = results.load(7, prefer_local=False)
+    monkeypatch.setattr(results, "LOCAL", tmp_path / "local")
+    monkeypatch.setattr(results, "RECORDED", tmp_path / "rec")
+    monkeypatch.delenv("COURSE_RECORD", raising=False)
+    (tmp_path / "rec").mkdir()
+    sec = data["sections"][mod.SECTION]
+    without = [r for r in sec["rows"] if r["route"] != mod.TEACH]
+    (tmp_path / "rec" / "07.json").write_text(json.dumps(dict(data, sections={mod.SECTION: dict(sec, rows=without)})))
+    note = mod.teach_table()
+    assert note.startswith("**No row of the teaching GEMV") and "section 3" in note and "| " not in note
+    # rows of the teaching GEMV (here the fast GEMV's, under its route id): the view's own table, no note
+    rows = without + [dict(r, route=mod.TEACH, op=results.name(mod.TEACH)) for r in without if r["route"] == mod.GEMV]
+    (tmp_path / "rec" / "07.json").write_text(json.dumps(dict(data, sections={mod.SECTION: dict(sec, rows=rows)})))
+    got = mod.teach_table()
+    assert got == results.view_markdown(7, mod.SECTION, "teach") and "No row" not in got
+    assert got.count("\n| ") == sum(r["route"] == mod.GEMV for r in without)

@@ -89,6 +89,20 @@ def budget(c: dict | None = None, shape=(1, 8192, 8192), clock_ghz: float = 1.75
             f"{64 / per_cycle:.1f}")
 
 
+def teach_table(prefer_local: bool = True) -> str:
+    """View "teach" (the teaching GEMV, the checks' 07.2, beside the fast kernel's GEMVs) as Markdown, from your own
+    run if there is one, else the recorded table. Where neither holds a row of the teaching GEMV, a note that says
+    so and where the measured times are, instead of an empty table. No GPU needed."""
+    sec = results.load(7, SECTION, prefer_local=prefer_local)
+    if any(r.route == TEACH for r in results.rows_of(sec)):
+        return results.view_markdown(7, SECTION, "teach", sec=sec)
+    return ("**No row of the teaching GEMV (07.2, `gemv_int4`) is recorded yet** (results/07.json): this table fills "
+            "once `bench_07.run(record=True)` has run on a GPU (section 4's cell does). Its times at M = 1, 4 and 16 "
+            "on 8192 × 8192, measured on the H100, are in the output of the check cell of exercise 07.b (section 3), "
+            "beside the INT4 floor and cuBLAS; the fast kernel's GEMV on the same shapes is the column "
+            "\"GEMV, row-major\" of section 5's table.")
+
+
 def teaching_ops(solution: bool | None = None) -> dict:
     """The teaching kernels of w4a16.cu (yours, or the solution), bound to their problems with the catalog's shape
     rules: {launcher: op}."""

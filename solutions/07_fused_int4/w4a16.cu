@@ -104,9 +104,10 @@ __global__ void dequant_int4_kernel(const int32_t* __restrict__ Wq, const __half
 // zeros; neither is stored). Its 8 warps split K in blocks of 128 weights, one scale group each: warp w takes
 // K blocks w, w + 8, w + 16, …
 // In K block kb, lane (g, t) loads 16 bytes of weight rows n0 + g and n0 + g + 8: the 32 weights
-// k = 128·kb + 32t … + 31, which dequant32 turns into 16 half2 words, and x of token m0 + g at the same 32 k,
-// paired to match. The mma's K positions need not be the physical ones: a dot product does not care about the
-// order of its terms, as long as each weight meets its own x. Eight mma steps take the 16 words two at a time.
+// k = 128·kb + 32t … + 31, which dequant32 turns into 16 half2 words, and x of token m0 + g at the same 32 k
+// (B's column g = token m0 + g), paired to match. The mma's K positions need not be the physical ones: a dot
+// product does not care about the order of its terms, as long as each weight meets its own x. Eight mma steps
+// take the 16 words two at a time.
 // The sums are Σ q·x over the K block; the group's scale multiplies them once, after the mma.
 __global__ void __launch_bounds__(THREADS)
 gemv_int4_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const __half* __restrict__ scales,
