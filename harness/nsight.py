@@ -187,23 +187,77 @@ def load_recorded(lesson: int | str, name: str) -> Profile:
 SASS_OPS = re.compile(r"\b((?:HMMA|IMMA|HGMMA|IGMMA|LDSM|LDGSTS|LDS|STS|LDG|STG|BAR|UTMALDG|UBLKCP|SYNCS)\b(?:\.\w+)*)")
 
 
+def _triton_bin() -> Path | None:
+    """The CUDA binary tools triton's wheel bundles (cuobjdump, nvdisasm, ptxas), found without importing triton."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec("triton")
+    except (ImportError, ValueError):
+        return None
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        d = Path(loc) / "backends" / "nvidia" / "bin"
+        if d.is_dir():
+            return d
+    return None
+
+
 def cuobjdump_path() -> str | None:
-    """cuobjdump (with nvdisasm beside it) from the CUDA toolkit; pip's nvcc package lacks it."""
+    """cuobjdump (with nvdisasm beside it) from the CUDA toolkit, PATH, or the copy triton bundles; pip's nvcc
+    package lacks both."""
     for d in (toolchain.find().cuda_home / "bin", Path("/usr/local/cuda/bin")):
         if (d / "cuobjdump").exists() and (d / "nvdisasm").exists():
             return str(d / "cuobjdump")
-    return shutil.which("cuobjdump") if shutil.which("nvdisasm") else None
+    if shutil.which("cuobjdump") and shutil.which("nvdisasm"):
+        return shutil.which("cuobjdump")
+    d = _triton_bin()
+    if d and (d / "cuobjdump").exists() and (d / "nvdisasm").exists():
+        return str(d / "cuobjdump")
+    return None
+
+
+def _source_key(module) -> str:
+    """A kernel file as recorded counts name it: lesson folder and file stem, the same for kernels/ and solutions/."""
+    path = Path(module.path)
+    return f"{path.parent.name}/{path.stem}"
+
+
+def recorded_sass(module, arch: str) -> tuple[dict[str, dict[str, int]], str] | None:
+    """The SASS counts recorded for this module's kernel file and arch (a `sass` section of results/NN.json whose
+    rows name their file), with a line saying where they come from; None if none are recorded."""
+    import json
+    key = _source_key(module)
+    for f in sorted((build.ROOT / "results").glob("[0-9][0-9].json")):
+        sec = json.loads(f.read_text())["sections"].get("sass")
+        rows = [r for r in (sec or {}).get("rows", []) if r.get("file") == key and r.get("arch") == arch]
+        if rows:
+            env = sec.get("env", {})
+            whose = "" if module.solution else "; they are of solutions/, not your kernels/ file"
+            where = (f"recorded from nvcc {env.get('nvcc')}'s build on {sec.get('date', '?')[:10]} "
+                     f"({f.relative_to(build.ROOT)}, section sass{whose})")
+            return {r["kernel"]: dict(r["ops"]) for r in rows}, where
+    return None
 
 
 def sass_counts(module, arch: str = "sm_90") -> dict[str, dict[str, int]]:
     """{kernel (demangled): {SASS opcode with modifiers: count}} for a module from build.load.
-    Counts are static (instructions in the binary, the unrolled loop body included), not executed."""
+    Counts are static (instructions in the binary, the unrolled loop body included), not executed.
+    Without cuobjdump it prints why and returns the counts recorded for the same file and arch; with none recorded
+    it raises NsightUnavailable."""
     tool = cuobjdump_path()
     if tool is None:
-        raise NsightUnavailable("cuobjdump and nvdisasm are not installed (they come with the full CUDA "
-                                "toolkit, not with pip's nvcc); the recorded counts are shown instead")
+        why = ("cuobjdump and nvdisasm are not installed (they come with the full CUDA toolkit or with triton, "
+               "not with pip's nvcc)")
+        rec = recorded_sass(module, arch)
+        if rec is None:
+            raise NsightUnavailable(f"{why}, and no counts are recorded for {_source_key(module)} ({arch})")
+        counts, where = rec
+        print(f"{why}: showing the counts {where}")
+        return counts
     so = next(module.build_dir.glob("*.so"))
-    text = subprocess.run([tool, "-sass", "-arch", arch, str(so)], capture_output=True, text=True, check=True).stdout
+    # cuobjdump runs nvdisasm for -sass: the one beside it, even when neither is on PATH (triton's copies).
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(tool).parent), os.environ.get("PATH", "")]))
+    text = subprocess.run([tool, "-sass", "-arch", arch, str(so)], capture_output=True, text=True, check=True,
+                          env=env).stdout
     names = re.findall(r"Function : (\S+)", text)
     demangled = build._demangle(names)
     out = {}
@@ -213,3 +267,14 @@ def sass_counts(module, arch: str = "sm_90") -> dict[str, dict[str, int]]:
             counts[op] = counts.get(op, 0) + 1
         out[demangled.get(name, name)] = dict(sorted(counts.items()))
     return out
+
+
+def record_sass(lesson: int | str, modules: list[tuple[object, str]]) -> Path:
+    """Count the SASS of (module, arch) pairs with cuobjdump and store them as section `sass` of lesson `lesson`'s
+    results (COURSE_RECORD=1: results/, else build/results/), where sass_counts finds them without cuobjdump."""
+    from . import results
+    if cuobjdump_path() is None:
+        raise NsightUnavailable("cuobjdump and nvdisasm are needed to record SASS counts")
+    rows = [{"file": _source_key(m), "arch": arch, "kernel": kern, "ops": ops}
+            for m, arch in modules for kern, ops in sass_counts(m, arch).items()]
+    return results.record(lesson, "sass", rows)
