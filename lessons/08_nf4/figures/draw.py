@@ -43,8 +43,9 @@ def nf4_codebook():
 
 def banked_table():
     """Left: 256 pair entries in 1 KB, entry b in bank b % 32; four lanes ask for bytes 3, 35, 67 and 200, and
-    the first three queue on bank 3. Right: the table once per bank, entry b of lane l at word 32·b + l; the same
-    requests each land in the lane's own bank and are served together."""
+    the first three queue on bank 3. Right: the table once per bank, a row per entry and lane l's copy in bank l (the
+    word index is exercise 08.a's to derive); the same requests each land in the lane's own bank and are served
+    together."""
     fig, (a, b) = figure(12, 4.2, ncols=2)
     asks = {0: 3, 1: 35, 2: 67, 3: 200}
     hit = {(byte // 32, byte % 32) for byte in asks.values()}
@@ -70,7 +71,7 @@ def banked_table():
     b.text(0.5, -0.7, "lane 0", ha="center", va="center", fontsize=7)
     b.text(31.5, -0.7, "31", ha="center", va="center", fontsize=7)
     arrow(b, (8, -0.7), (22, -0.7), "lane l's copy is bank l", fontsize=7, text_offset=(0, -0.55))
-    b.text(16, 7.4, "a copy per bank (32 KB): entry b of lane l at word 32·b + l; each lane in its own bank: one turn",
+    b.text(16, 7.4, "a copy per bank (32 KB): the same four requests, each in its lane's own bank, take one turn",
            ha="center", va="center", fontsize=8)
     b.set_title("the same table once per bank (6 of its 256 rows)")
     matrix_view(b, -4.5, -1.8, box[2], 8)
