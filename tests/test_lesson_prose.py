@@ -110,6 +110,10 @@ QUOTES = {
         (r"Row-major\s+the fast GEMV takes ([\d.]+) µs", lambda: f"{nf4_us('gemv', 'nf4.gemv'):g}"),
         (r"on tiles, ([\d.]+) µs", lambda: f"{nf4_us('gemv', 'nf4.gemv_tiles'):g}"),
         (r"8% fewer bytes, yet ([\d.]+) µs", lambda: f"{nf4_us('gemv', 'nf4.gemv_tiles_dq'):g}"),
+        (r"grows from ([\d.]+) µs at M = 1", lambda: f"{nf4_row('gemv', 'nf4.gemv_warp', [1, 8192, 8192])['us']:g}"),
+        (r"to ([\d.]+) µs at M = 16", lambda: f"{nf4_row('gemv', 'nf4.gemv_warp', [16, 8192, 8192])['us']:g}"),
+        (r"reaches (\d+)% of\s+the copy bandwidth on this traffic",  # the table's %: lesson 00's copy bandwidth
+         lambda: f"{nf4_row('dequant', 'nf4.floor', [8192, 8192])['gbs'] / ceilings()['copy_GBps'] * 100:.0f}"),
     ],
     "09": [  # section 5's reading of the recorded table, 8192 × 8192
         (r"W4A8 is ([\d.]+)× faster than cuBLAS FP16", lambda: f"{w4a8_row('w4a8', 64)['speedup_vs_cublas']:.2f}"),
@@ -205,6 +209,13 @@ def floor06(route: str, shape=(1, 8192, 8192)) -> float:
         return catalog.W8A8.bytes(shape) / ceilings()["copy_GBps"] / 1e3
     line = next(l for l in bench.lesson_module(6).traffic(shape).splitlines() if l.startswith(route))
     return float(line.split()[-1])
+
+
+def nf4_row(section: str, route: str, shape: list[int]) -> dict:
+    """Lesson 08's recorded row of one route at one shape."""
+    hits = [r for r in rows("08", section) if r["route"] == route and r["shape"] == shape]
+    assert len(hits) == 1, f"results/08.json: no single {section} row for {route} at {shape}"
+    return hits[0]
 
 
 def nf4_us(section: str, route: str) -> float:
