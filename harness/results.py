@@ -511,7 +511,7 @@ def decode_markdown(prefer_local: bool = False) -> str:
                f"{c.get('intermediate')}, {c.get('n_heads')}/{c.get('n_kv_heads')} heads, vocabulary {c.get('vocab')}), "
                f"random weights, {rows[0]['ctx']} cached positions per sequence, greedy decoding. Floor: the step's "
                f"bytes (weights in the format, KV cache) at lesson 00's copy bandwidth. "
-               + ("The course's kernels launch with programmatic dependent launch (lesson 11, section 4b); cuBLAS's "
+               + ("The course's kernels launch with programmatic dependent launch (lesson 11, section 6); cuBLAS's "
                   "do not. " if pdl else "") + f"Measured on {env_line(sec)}.")
     return "\n".join(out)
 

@@ -152,7 +152,9 @@ QUOTES = {
         (r"([\d.]+)× FP16's \d+", lambda: f"{decode_row('w4a16')['speedup_vs_fp16']:.2f}"),
         (r"× FP16's (\d+)", lambda: f"{decode_row('fp16')['tok_s']:.0f}"),
         (r"linear layers got ([\d.]+)× faster", lambda: f"{decode_row('fp16')['us_gemm'] / decode_row('w4a16')['us_gemm']:.2f}"),
-        (r"(\d+) µs in the W4A16 step", lambda: f"{rest_us('w4a16'):.0f}"),
+        (r"it takes (\d+) µs of\s+the W4A16 step", lambda: f"{rest_us('w4a16', pdl=False):.0f}"),
+        (r"µs of\s+the W4A16 step and (\d+) of FP16's", lambda: f"{rest_us('fp16', pdl=False):.0f}"),
+        (r"(\d+)\s+µs\s+in the W4A16 step", lambda: f"{rest_us('w4a16'):.0f}"),
         (r"against (\d+) in FP16's", lambda: f"{rest_us('fp16'):.0f}"),
         (r"That\s+is (\d+)% of an FP16 step", lambda: f"{100 * rest_us('fp16') / decode_row('fp16')['us_graph']:.0f}"),
         (r"but (\d+)% of a W4A16 step", lambda: f"{100 * rest_us('w4a16') / decode_row('w4a16')['us_graph']:.0f}"),
@@ -181,10 +183,11 @@ def decode_row(fmt: str, batch: int = 1) -> dict:
     return hits[0]
 
 
-def rest_us(fmt: str) -> float:
-    """µs of lesson 11's batch-1 step outside its linear layers (the step's graph minus the linear layers alone)."""
+def rest_us(fmt: str, pdl: bool = True) -> float:
+    """µs of lesson 11's batch-1 step outside its linear layers (the step's graph, with programmatic dependent launch
+    or without, minus the linear layers alone)."""
     r = decode_row(fmt)
-    return r["us_graph"] - r["us_gemm"]
+    return r["us_graph" if pdl else "us_graph_nopdl"] - r["us_gemm"]
 
 
 def wgmma_row(route: str, M: int) -> dict:

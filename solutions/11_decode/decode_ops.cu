@@ -163,23 +163,24 @@ struct Merged {
     float m, l, a;  // max, sum, weighted sum of one dimension: the softmax-weighted mean is a / l
 };
 
-// Merge n partial states (state i: max m[i · s], sum l[i · s], one dimension's weighted sum a[i · sa]) into one.
+// Merge n partial states (state i: max m[i · ms], sum l[i · ms], one dimension's weighted sum a[i · as]) into one;
+// ms and as are strides, in floats.
 // Used twice: the 8 warps of a block (in shared memory), and the splits of a (sequence, head).
-__device__ __forceinline__ Merged merge_states(const float* m, const float* l, int s, const float* a, int sa, int n) {
+__device__ __forceinline__ Merged merge_states(const float* m, const float* l, int ms, const float* a, int as, int n) {
     // BEGIN EXERCISE 11.b: merge partial softmax states
     //> // TODO: each state's l and a are relative to its own max. Return one state, relative to the largest max, that
     //> // counts every position of every state. A state that saw no position (m = −inf) must add nothing, even when
     //> // every state is empty. Roughly 10 lines. Until you do, the output is 0/0 = NaN.
-    //> (void)m; (void)l; (void)s; (void)a; (void)sa; (void)n;
+    //> (void)m; (void)l; (void)ms; (void)a; (void)as; (void)n;
     //> return {-INFINITY, 0.f, 0.f};
     float mx = -INFINITY;
-    for (int i = 0; i < n; ++i) mx = fmaxf(mx, m[i * s]);
+    for (int i = 0; i < n; ++i) mx = fmaxf(mx, m[i * ms]);
     Merged r{mx, 0.f, 0.f};
     for (int i = 0; i < n; ++i) {
-        if (m[i * s] == -INFINITY) continue;  // an empty state (a warp or split with no position)
-        const float c = exp2f(m[i * s] - mx);
-        r.l += l[i * s] * c;
-        r.a += a[i * sa] * c;
+        if (m[i * ms] == -INFINITY) continue;  // an empty state (a warp or split with no position)
+        const float c = exp2f(m[i * ms] - mx);
+        r.l += l[i * ms] * c;
+        r.a += a[i * as] * c;
     }
     return r;
     // END EXERCISE

@@ -159,17 +159,18 @@ struct Merged {
     float m, l, a;  // max, sum, weighted sum of one dimension: the softmax-weighted mean is a / l
 };
 
-// Merge n partial states (state i: max m[i · s], sum l[i · s], one dimension's weighted sum a[i · sa]) into one.
+// Merge n partial states (state i: max m[i · ms], sum l[i · ms], one dimension's weighted sum a[i · as]) into one;
+// ms and as are strides, in floats.
 // Used twice: the 8 warps of a block (in shared memory), and the splits of a (sequence, head).
-__device__ __forceinline__ Merged merge_states(const float* m, const float* l, int s, const float* a, int sa, int n) {
+__device__ __forceinline__ Merged merge_states(const float* m, const float* l, int ms, const float* a, int as, int n) {
     float mx = -INFINITY;
-    for (int i = 0; i < n; ++i) mx = fmaxf(mx, m[i * s]);
+    for (int i = 0; i < n; ++i) mx = fmaxf(mx, m[i * ms]);
     Merged r{mx, 0.f, 0.f};
     for (int i = 0; i < n; ++i) {
-        if (m[i * s] == -INFINITY) continue;  // an empty state (a warp or split with no position)
-        const float c = exp2f(m[i * s] - mx);
-        r.l += l[i * s] * c;
-        r.a += a[i * sa] * c;
+        if (m[i * ms] == -INFINITY) continue;  // an empty state (a warp or split with no position)
+        const float c = exp2f(m[i * ms] - mx);
+        r.l += l[i * ms] * c;
+        r.a += a[i * as] * c;
     }
     return r;
 }
