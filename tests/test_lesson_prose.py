@@ -137,6 +137,12 @@ QUOTES = {
         (r"cuBLAS on FP16 weights takes\s+([\d.]+) µs", lambda: f"{w8a16_row('cublas_fp16')['us']:.2f}"),
         (r"the tiled GEMV\s+reads at ([\d.]+)% of the copy bandwidth",  # graph_markdown's % for the graph time
          lambda: f"{100 * w8a16_row('w8a16.gemv_tiles')['gbs'] / ceilings()['copy_GBps'] * w8a16_row('w8a16.gemv_tiles')['us'] / w8a16_row('w8a16.gemv_tiles')['graph_us']:.1f}"),
+        # Nsight question 3: the ceilings, and the M where 2·M FLOP per weight byte reaches each ridge
+        (r"FP16 ([\d.]+) TFLOP/s, INT8", lambda: f"{ceilings()['fp16_TFLOPs']:.1f}"),
+        (r"INT8 ([\d.]+) TOP/s, copy", lambda: f"{ceilings()['int8_TOPs']:.1f}"),
+        (r"TOP/s, copy (\d+) GB/s", lambda: f"{ceilings()['copy_GBps']:.0f}"),
+        (r"ridge at M ≈ (\d+) and", lambda: f"{ceilings()['fp16_TFLOPs'] * 1e3 / ceilings()['copy_GBps'] / 2:.0f}"),
+        (r"ridge at M ≈ \d+ and (\d+)", lambda: f"{ceilings()['int8_TOPs'] * 1e3 / ceilings()['copy_GBps'] / 2:.0f}"),
     ],
     "10": [  # "going further": the fast kernel in the recorded table and its own ladder, 8192 × 8192
         (r"it takes ([\d.]+) µs per call", lambda: f"{pipe_row('table', 'w4a16_pipe', 1)['us']:.2f}"),

@@ -88,26 +88,33 @@ def int8_to_fp16():
 
 
 def byte_perm():
-    """Four weights in one 32-bit word → two half2 words with __byte_perm."""
-    fig, a2 = figure(8, 3.6)
+    """Four weights in one 32-bit word → two half2 words with __byte_perm: the word in the middle, the low half2
+    above it and the high one below, an arrow from each byte of u to the place it takes (the 0x64 bytes come from
+    the second operand)."""
+    fig, a2 = figure(8, 3.9)
     names = ["u.3", "u.2", "u.1", "u.0"]                                     # byte 3 on the left, as written
-    grid(a2, 1, 4, x0=2, y0=0, cell=2, color=PALETTE["thread"], label=lambda r, c: names[c], fontsize=8,
+    centre = {n: 3 + 2 * c for c, n in enumerate(names)}                     # x of each byte's box in the row of u
+    U = 3.5                                                                  # top of u's row
+    grid(a2, 1, 4, x0=2, y0=U, cell=2, color=PALETTE["thread"], label=lambda r, c: names[c], fontsize=8,
          text_color="white")
-    a2.text(1.6, 1.0, "u = word ^ 0x80808080", ha="right", va="center", fontsize=8)
+    a2.text(1.6, U + 1, "u = word ^ 0x80808080", ha="right", va="center", fontsize=8)
     # the selectors are exercise 06.a's to find: the picture names them only
-    for j, (sel, picks) in enumerate((("sel_lo", ["0x64", "u.1", "0x64", "u.0"]),
-                                      ("sel_hi", ["0x64", "u.3", "0x64", "u.2"]))):
-        y = 3.5 + 3 * j
+    for j, (sel, picks, y) in enumerate((("sel_lo", ["0x64", "u.1", "0x64", "u.0"], 0),
+                                         ("sel_hi", ["0x64", "u.3", "0x64", "u.2"], 7))):
         grid(a2, 1, 4, x0=2, y0=y, cell=2, color=lambda r, c, p=picks: EXP if p[c] == "0x64" else PALETTE["thread"],
              label=lambda r, c, p=picks: p[c], fontsize=8, text_color="white")
         a2.text(1.6, y + 1, f"__byte_perm(u, 0x64646464, {sel})", ha="right", va="center", fontsize=8)
         a2.text(10.4, y + 1, f"half2: weights {2 * j + 1}, {2 * j}", ha="left", va="center", fontsize=8)
-    arrow(a2, (6, 2.05), (6, 3.45))
+        for c, name in enumerate(picks):                                     # every byte that moves
+            if name != "0x64":
+                start = (centre[name], U - 0.05) if y < U else (centre[name], U + 2.05)
+                end = (3 + 2 * c, 2.05) if y < U else (3 + 2 * c, y - 0.05)
+                arrow(a2, start, end)
     a2.text(6, 10.2, "then per half2: one HSUB2 (− 1152), one HMUL2 (× scale)", ha="center", va="center", fontsize=9,
             color=PALETTE["accent"])
     a2.set_title("four weights: two byte permutes make two half2 words", fontsize=10)
     a2.set_xlim(-9.5, 16)
-    a2.set_ylim(11, -1.2)
+    a2.set_ylim(11, -0.8)
     save(fig, HERE / "byte_perm.png")
 
 
