@@ -75,8 +75,9 @@ __device__ __forceinline__ void pair_x(int4 v, uint32_t* out) {
 }
 
 // c += A·B on the tensor cores, 16×16 FP16 A (4 registers per lane) times 16×8 FP16 B (2), FP32 C (lesson 04).
-// Lane (g = lane / 4, t = lane % 4) holds A rows g and g + 8 at k {2t, 2t+1} and {2t+8, 2t+9}, B column g at the
-// same k, and C rows g and g + 8 at columns 2t and 2t + 1.
+// Lane (g = lane / 4, t = lane % 4) holds, in this order: a[0] row g and a[1] row g + 8 of A at k {2t, 2t+1}, a[2]
+// row g and a[3] row g + 8 at k {2t+8, 2t+9}; B column g at k {2t, 2t+1} (b0) and {2t+8, 2t+9} (b1); C rows g
+// (c[0], c[1]) and g + 8 (c[2], c[3]) at columns 2t and 2t + 1.
 __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
