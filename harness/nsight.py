@@ -267,14 +267,3 @@ def sass_counts(module, arch: str = "sm_90") -> dict[str, dict[str, int]]:
             counts[op] = counts.get(op, 0) + 1
         out[demangled.get(name, name)] = dict(sorted(counts.items()))
     return out
-
-
-def record_sass(lesson: int | str, modules: list[tuple[object, str]]) -> Path:
-    """Count the SASS of (module, arch) pairs with cuobjdump and store them as section `sass` of lesson `lesson`'s
-    results (COURSE_RECORD=1: results/, else build/results/), where sass_counts finds them without cuobjdump."""
-    from . import results
-    if cuobjdump_path() is None:
-        raise NsightUnavailable("cuobjdump and nvdisasm are needed to record SASS counts")
-    rows = [{"file": _source_key(m), "arch": arch, "kernel": kern, "ops": ops}
-            for m, arch in modules for kern, ops in sass_counts(m, arch).items()]
-    return results.record(lesson, "sass", rows)

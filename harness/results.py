@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import bench, build, roofline, toolchain
+from . import bench, build, nsight, roofline, toolchain
 
 RECORDED = build.ROOT / "results"
 LOCAL = build.ROOT / "build" / "results"
@@ -649,5 +649,16 @@ def main(argv=None) -> int:
     return 0 if ok else 1
 
 
+def record_sass(lesson: int | str, modules: list[tuple[object, str]]) -> Path:
+    """Count the SASS of (module, arch) pairs with cuobjdump and store them as section `sass` of lesson `lesson`'s
+    results (COURSE_RECORD=1: results/, else build/results/), where nsight.sass_counts finds them without cuobjdump."""
+    if nsight.cuobjdump_path() is None:
+        raise nsight.NsightUnavailable("cuobjdump and nvdisasm are needed to record SASS counts")
+    rows = [{"file": nsight._source_key(m), "arch": arch, "kernel": kern, "ops": ops}
+            for m, arch in modules for kern, ops in nsight.sass_counts(m, arch).items()]
+    return record(lesson, "sass", rows)
+
+
 if __name__ == "__main__":
     sys.exit(main())
+
