@@ -88,7 +88,7 @@ KERNELS = [
     Kernel(1, "naive_gemm", "gemm_coalesced", FP32, ("01.b",), "01 coalesced (warp/output)"),
     Kernel(2, "tiled_gemm", "gemm_tiled_conflicts", FP32, ("02.a",), "02 smem tiled, bank conflicts"),
     Kernel(2, "tiled_gemm", "gemm_tiled", FP32, ("02.a",), "02 smem tiled, padded"),
-    Kernel(2, "race_demo", "gemm_tiled_race", FP32, ("02.b",), "02 planted race (16x16)", "racecheck"),
+    Kernel(2, "race_demo", "gemm_xchunk", FP32, ("02.b",), "02 x in shared chunks (the race)", "racecheck"),
     # Lesson 03's ladder, one step per launcher; the 1-D step is read, not written. regtile_fast.cu is the
     # lesson's fast kernel: solutions/ only (stub=False), so kernels/ has no counterpart of it by design.
     Kernel(3, "regtile_gemm", "gemm_regtile_1d", FP32, (), "03.1 1-D register tile (8x1)"),
@@ -240,7 +240,9 @@ SHAPES = {
     "decode_attention": Shapes(("B", "ctx", "heads", "kv_heads"), divides=(("kv_heads", "heads"),),
                                why=(("heads", "grouped-query attention: each kv head serves the same number of q heads"),)),
 }
-SHAPES_BY_LAUNCHER: dict[str, Shapes] = {}
+SHAPES_BY_LAUNCHER: dict[str, Shapes] = {
+    "gemm_xchunk": Shapes(_MNK, at_most=(("M", 65535),), why=(("M", "one row of blocks per row of x: gridDim.y"),)),
+}
 
 
 def shapes(k: Kernel) -> Shapes:

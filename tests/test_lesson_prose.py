@@ -263,7 +263,7 @@ def test_lesson00_picture_uses_the_recorded_ceilings():
 def test_lesson02_race_text_agrees_with_its_recorded_output():
     """The prose says most elements came out wrong in the recorded racy run; the stored output must show it."""
     nb = json.loads(next(ROOT.glob("lessons/02_*/02_*.ipynb")).read_text())
-    race = [c for c in nb["cells"] if c["cell_type"] == "code" and "gemm_tiled_race" in "".join(c["source"])]
+    race = [c for c in nb["cells"] if c["cell_type"] == "code" and "gemm_xchunk" in "".join(c["source"])]
     assert len(race) == 1
     out = "".join("".join(o.get("text", "")) for o in race[0]["outputs"])
     wrong = [float(p) for p in re.findall(r"elements wrong \(([\d.]+)%\)", out)]

@@ -6,7 +6,7 @@
 Each kernel is checked first (on the odd shapes of the FP32 problem) and timed only if it passes; the table gives each
 route's time, TFLOP/s, its % of cuBLAS measured in the same run and its % of the roofline's floor. The notebook imports
 it (`import bench_02`). With --record the rows go to build/results/02.json, section "bench" (results/02.json with
-COURSE_RECORD=1). The planted race (race_demo.cu) is not timed: compute-sanitizer is its test.
+COURSE_RECORD=1). The race exercise (race_demo.cu) is not timed: compute-sanitizer is its test.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def ops(solution: bool | None = None) -> dict:
         return torch.nn.functional.linear(x, W)
     found = {CUBLAS: cublas}
     for k in catalog.kernels(2):
-        if k.stub_check == "check":  # the planted race is checked by compute-sanitizer, not timed
+        if k.stub_check == "check":  # the race exercise is checked by compute-sanitizer, not timed
             found[k.label] = catalog.op(k, solution=solution)
     return found
 
