@@ -178,7 +178,8 @@ class Int4Weight:
 def quantize_int4(W: torch.Tensor, group: int = 128, symmetric: bool = True) -> Int4Weight:
     """INT4 per `group` weights along K.
     symmetric: scale = absmax / 7, q = clamp(round(w / scale), -8, 7);
-    asymmetric: scale = (max − min) / 15, zero = round(−min / scale), q = clamp(round(w / scale) + zero, 0, 15),
+    asymmetric: with lo = min(min, 0) and hi = max(max, 0) (the range always holds 0), scale = (hi − lo) / 15,
+    zero = round(−lo / scale), q = clamp(round(w / scale) + zero, 0, 15),
     which spends all 16 levels on the group's actual range."""
     _check_weight(W, group, "quantize_int4")
     if group % 8:
@@ -752,7 +753,7 @@ def check_formats(mod, seed: int | None = None) -> list[FormatCheck]:
         got = mod.nf4_index(x)
         want = torch.bucketize(x, (NF4[1:] + NF4[:-1]) / 2).to(torch.uint8)
         if not torch.equal(got, want):
-            return _first_diff(got, want)
+            return _first_diff(got, want) + " (check values exactly halfway between two codes: they take the smaller)"
 
     run("05.a quantize_int8_groupwise", int8)
     run("05.b pack_int4", int4)

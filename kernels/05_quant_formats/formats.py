@@ -25,14 +25,14 @@ def pack_int4(q: torch.Tensor) -> torch.Tensor:
     4·(k % 8) + 3 (the low nibble holds the first of the eight), as its 4-bit two's complement (q & 0xF)."""
     # BEGIN EXERCISE 05.b: INT4 packing
     # TODO (roughly 3 lines): put each run of eight weights into one int32 in the docstring's bit order, with
-    # tensor operations (no Python loop). Mind the sign: a word whose top bit is set is a negative int32.
+    # tensor operations (no Python loop). A word whose top bit is set is stored as a negative int32.
     # Hints: lesson 05, step 3.
     raise NotImplementedError("exercise 05.b: pack_int4 is not written yet")
     # END EXERCISE
 
 
 def nf4_index(x: torch.Tensor) -> torch.Tensor:
-    """x: values already divided by their block's absmax (so in [-1, 1]) → uint8 index of the nearest of
+    """x: float32 values already divided by their block's absmax (so in [-1, 1]) → uint8 index of the nearest of
     the 16 NF4 values (harness.quant.NF4, sorted ascending). A value exactly halfway between two codes gets the
     smaller index, as in bitsandbytes (its quantizer moves up a code only when x is greater than the midpoint)."""
     # BEGIN EXERCISE 05.c: nearest NF4 code
