@@ -163,10 +163,11 @@ def profile(lesson: int | str, name: str, *, setup: str, run: str, kernel: str, 
 
 
 def latest(lesson: int | str, name: str) -> Profile:
-    """Your own most recent profile of this exercise if there is one, else the recorded H100 one."""
+    """Your own most recent profile of this exercise if there is one, else the recorded H100 one. A recording run
+    (COURSE_RECORD=1) shows the recorded file it has just written, labelled as such."""
     stem = f"{int(lesson):02d}_{name}"
     f = LOCAL / f"{stem}.csv"
-    if f.exists():
+    if f.exists() and os.environ.get("COURSE_RECORD", "") in ("", "0"):
         rows, units = parse_raw_csv(f.read_text())
         return Profile(stem, rows, units, f"your profile ({f.relative_to(build.ROOT)})", f)
     return load_recorded(lesson, name)
