@@ -376,7 +376,7 @@ class KernelModule:
         if self.exact and (major, minor) != (int(self.min_capability), round(self.min_capability % 1 * 10)):
             raise RuntimeError(f"{self.path.name} uses instructions of compute capability {self.min_capability} only "
                                f"(sm_{int(self.min_capability * 10)}a: wgmma, TMA); this GPU "
-                               f"({torch.cuda.get_device_name()}) is sm_{major}{minor}. Study the recorded H100 results.")
+                               f"({torch.cuda.get_device_name()}) is sm_{major}{minor}. Study the recorded results of the reference GPU.")
         if major + minor / 10 < self.min_capability:
             raise RuntimeError(f"{self.path.name} needs compute capability {self.min_capability} or newer; "
                                f"this GPU ({torch.cuda.get_device_name()}) is sm_{major}{minor}")

@@ -1,8 +1,9 @@
 """What the lesson notebooks load in their first cell: `%load_ext harness.notebook`.
 
 It registers the `%%gpu` cell magic, the first line of every cell tagged `gpu` (cells that launch kernels). With a
-GPU the cell runs as written. Without one it is not run: it prints one line saying why and shows again the outputs
-recorded on the reference H100, read from this notebook's file on disk. So JupyterLab behaves like `./course run`,
+GPU the cell runs as written; `%%gpu sm_90a` runs it only on a GPU of compute capability 9.0 (an H100 or H200:
+wgmma and the copy engine). Elsewhere it is not run: it prints one line saying why and shows again the outputs
+recorded on the reference GPU, read from this notebook's file on disk. So JupyterLab behaves like `./course run`,
 and running a notebook top to bottom on a CPU machine keeps the recorded outputs instead of replacing them with
 CUDA errors. Paths the notebook displays are shown relative to the course root (no machine's folders in outputs).
 """
@@ -21,9 +22,9 @@ from . import build, toolchain
 SKIP_PREFIX = "[skipped here"
 
 
-def skip_line(recorded: bool) -> str:
-    return (f"{SKIP_PREFIX}: this cell {toolchain.NO_GPU_REASON}. "
-            + ("The output below was recorded on the reference H100.]\n" if recorded else "]\n"))
+def skip_line(recorded: bool, reason: str = toolchain.NO_GPU_REASON) -> str:
+    return (f"{SKIP_PREFIX}: this cell {reason}. "
+            + ("The output below was recorded on the reference GPU.]\n" if recorded else "]\n"))
 
 
 def _src(cell) -> str:
@@ -107,17 +108,36 @@ def _run(shell, body: str):
     return eval(compile(last, "<gpu cell>", "eval"), ns) if last is not None else None
 
 
+def _why_not(line: str) -> str | None:
+    """Why this machine cannot run a `%%gpu <line>` cell, or None when it can."""
+    if not toolchain.gpu_available():
+        return toolchain.NO_GPU_REASON
+    want = line.strip()
+    if not want:
+        return None
+    if want != "sm_90a":
+        raise ValueError(f"%%gpu {want}: the only requirement a cell can name is sm_90a")
+    import torch
+    cap = torch.cuda.get_device_capability()
+    if cap == (9, 0):
+        return None
+    return (f"needs a GPU of compute capability 9.0 (sm_90a: an H100 or H200); this {torch.cuda.get_device_name()} "
+            f"is sm_{cap[0]}{cap[1]}")
+
+
 def gpu(line: str, cell: str):
-    """%%gpu: run this cell only where a CUDA GPU is visible; elsewhere show its recorded outputs."""
+    """%%gpu [sm_90a]: run this cell only where a CUDA GPU (of compute capability 9.0 with sm_90a) is visible;
+    elsewhere show its recorded outputs."""
     from IPython import get_ipython
     shell = get_ipython()
-    if toolchain.gpu_available():
+    why = _why_not(line)
+    if why is None:
         return _run(shell, cell)
-    if toolchain.gpu_required():
-        raise RuntimeError(f"REQUIRE_GPU=1, but this cell {toolchain.NO_GPU_REASON}")
+    if toolchain.gpu_required() and not toolchain.gpu_available():
+        raise RuntimeError(f"REQUIRE_GPU=1, but this cell {why}")
     source = "%%gpu" + (f" {line}" if line.strip() else "") + "\n" + cell
     outs = recorded_outputs(source)
-    sys.stdout.write(skip_line(bool(outs)))
+    sys.stdout.write(skip_line(bool(outs), why))
     if outs is None:
         sys.stdout.write("(no recorded output for this cell as it now reads: run it on a GPU to see one)\n")
     sys.stdout.flush()

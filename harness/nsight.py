@@ -6,8 +6,8 @@ name (`--kernel-name regex:`). `--clock-control none` keeps the GPU's normal clo
 ncu reports are comparable with CUDA-event timings.
 
 Where ncu or its hardware counters are not available (no GPU, a container without profiling
-permission), `profile()` says why and returns the report recorded on the H100 and shipped with the
-course (results/ncu/*.csv), so every Nsight exercise can still be worked.
+permission), `profile()` says why and returns the report recorded on this GPU, or on the reference GPU,
+shipped with the course (results/<gpu>/ncu/*.csv), so every Nsight exercise can still be worked.
 """
 from __future__ import annotations
 
@@ -23,10 +23,21 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import build, toolchain
+from . import build, roofline, toolchain
 
-RECORDED = build.ROOT / "results" / "ncu"
-LOCAL = build.ROOT / "build" / "ncu"
+
+def recorded_dir(gpu: str | None = None) -> Path:
+    """The Nsight reports shipped for `gpu`: results/<gpu>/ncu/."""
+    return roofline.recording_dir(gpu) / "ncu"
+
+
+def local_dir() -> Path:
+    """Your own profiles on this GPU: build/results/<gpu>/ncu/."""
+    return roofline.local_dir() / "ncu"
+
+
+def _recording() -> bool:
+    return os.environ.get("COURSE_RECORD", "") not in ("", "0")
 
 
 # Columns ncu adds to every raw-page row: device and launch attributes, not measurements.
@@ -136,10 +147,11 @@ def profile(lesson: int | str, name: str, *, setup: str, run: str, kernel: str, 
     elif ncu is None:
         why = "ncu (Nsight Compute) is not installed or not on PATH"
     if why is None:
-        LOCAL.mkdir(parents=True, exist_ok=True)
+        here = local_dir()
+        here.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
             f.write(_script(setup, run, solution))
-        rep = LOCAL / f"{stem}.ncu-rep"
+        rep = here / f"{stem}.ncu-rep"
         cmd = [ncu, "--nvtx", "--nvtx-include", "profile/", "--kernel-name", f"regex:{kernel}",
                "--launch-count", str(launch_count), "--clock-control", "none", "--metrics", ",".join(metrics),
                "--force-overwrite", "--export", str(rep), "--csv", "--page", "raw", sys.executable, f.name]
@@ -148,38 +160,50 @@ def profile(lesson: int | str, name: str, *, setup: str, run: str, kernel: str, 
         os.unlink(f.name)
         rows, units = parse_raw_csv(p.stdout)
         if p.returncode == 0 and rows:
-            out = LOCAL / f"{stem}.csv"
+            out = here / f"{stem}.csv"
             out.write_text(p.stdout[p.stdout.index('"'):])
-            if os.environ.get("COURSE_RECORD", "") not in ("", "0"):
-                RECORDED.mkdir(parents=True, exist_ok=True)
-                (RECORDED / f"{stem}.csv").write_text(out.read_text())
+            if _recording():
+                rec = recorded_dir(roofline.this_gpu())
+                rec.mkdir(parents=True, exist_ok=True)
+                (rec / f"{stem}.csv").write_text(out.read_text())
             return Profile(stem, rows, units, f"measured now on {toolchain.describe()['gpu']}", out)
         err = (p.stderr + p.stdout).strip().splitlines()
         why = "ncu failed: " + " | ".join(l for l in err if "ERR" in l or "rror" in l or "==PROF==" in l)[:600] \
             if err else f"ncu exited {p.returncode} and profiled no kernel matching {kernel!r}"
-    prof = load_recorded(lesson, name)
+    try:
+        prof = load_recorded(lesson, name)
+    except NsightUnavailable as e:
+        raise NsightUnavailable(f"not measured here ({why}), and {e}") from None
     prof.notes.append(f"not measured here ({why}); showing the recorded report")
     return prof
 
 
 def latest(lesson: int | str, name: str) -> Profile:
-    """Your own most recent profile of this exercise if there is one, else the recorded H100 one. A recording run
-    (COURSE_RECORD=1) shows the recorded file it has just written, labelled as such."""
+    """Your own most recent profile of this exercise on this GPU if there is one, else the recorded one (this GPU's
+    recording if the course ships one, else the reference GPU's). A recording run (COURSE_RECORD=1) shows the
+    recorded file it has just written, labelled as such."""
     stem = f"{int(lesson):02d}_{name}"
-    f = LOCAL / f"{stem}.csv"
-    if f.exists() and os.environ.get("COURSE_RECORD", "") in ("", "0"):
+    f = local_dir() / f"{stem}.csv"
+    if f.exists() and not _recording():
         rows, units = parse_raw_csv(f.read_text())
         return Profile(stem, rows, units, f"your profile ({f.relative_to(build.ROOT)})", f)
     return load_recorded(lesson, name)
 
 
-def load_recorded(lesson: int | str, name: str) -> Profile:
+def load_recorded(lesson: int | str, name: str, gpu: str | None = None) -> Profile:
+    """The report recorded on `gpu`; by default this GPU's recording if the course ships one, else the reference
+    GPU's. Its source line names the GPU."""
     stem = f"{int(lesson):02d}_{name}"
-    f = RECORDED / f"{stem}.csv"
-    if not f.exists():
-        raise NsightUnavailable(f"no recorded Nsight report {f.relative_to(build.ROOT)}")
-    rows, units = parse_raw_csv(f.read_text())
-    return Profile(stem, rows, units, f"recorded on the reference H100 ({f.relative_to(build.ROOT)})", f)
+    this = roofline.this_gpu()
+    gpus = [gpu] if gpu else list(dict.fromkeys(([this] if this else []) + [roofline.REFERENCE_GPU]))
+    for g in gpus:
+        f = recorded_dir(g) / f"{stem}.csv"
+        if f.exists():
+            rows, units = parse_raw_csv(f.read_text())
+            who = "the reference GPU, " if g == roofline.REFERENCE_GPU else ""
+            return Profile(stem, rows, units, f"recorded on {who}{g} ({f.relative_to(build.ROOT)})", f)
+    raise NsightUnavailable(f"no recorded Nsight report {stem}.csv in "
+                            + ", ".join(str(recorded_dir(g).relative_to(build.ROOT)) for g in gpus))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -227,7 +251,8 @@ def recorded_sass(module, arch: str) -> tuple[dict[str, dict[str, int]], str] | 
     rows name their file), with a line saying where they come from; None if none are recorded."""
     import json
     key = _source_key(module)
-    for f in sorted((build.ROOT / "results").glob("[0-9][0-9].json")):
+    dirs = [roofline.recording_dir(g) for g in roofline.recorded_gpus()]
+    for f in (f for d in dirs for f in sorted(d.glob("[0-9][0-9].json"))):
         sec = json.loads(f.read_text())["sections"].get("sass")
         rows = [r for r in (sec or {}).get("rows", []) if r.get("file") == key and r.get("arch") == arch]
         if rows:

@@ -4,7 +4,7 @@
                                            a projector (roofline, speedup chart, error heatmap of a buggy
                                            variant) in build/demo/
     python -m harness.report course        build/report/REPORT.md: every lesson's results, with figures,
-                                           from your runs where you made them, else the recorded H100 runs
+                                           from your runs where you made them, else the reference GPU's recording
 """
 from __future__ import annotations
 
@@ -43,15 +43,16 @@ def _problem_of(rows: list[dict], lesson: int):
     return ScaleAdd() if lesson == 0 else catalog.FP32
 
 
-def _lesson_figures(lesson: int, rows: list[dict], out: Path, name: str = "") -> list[Path]:
-    """Roofline and speedup chart at the largest shape of one benchmark section (rows from bench.compare)."""
+def _lesson_figures(lesson: int, rows: list[dict], out: Path, name: str = "", c: dict | None = None) -> list[Path]:
+    """Roofline and speedup chart at the largest shape of one benchmark section (rows from bench.compare), on the
+    roofline of the ceilings c of the GPU the rows were measured on."""
     import matplotlib.pyplot as plt
     prob = _problem_of(rows, lesson)
     big = max((tuple(r["shape"]) for r in rows), key=lambda s: prob.flops(s))
     at = [r for r in rows if tuple(r["shape"]) == big]
     stem = f"{lesson:02d}{'_' + name if name else ''}"
     files = []
-    ax = roofline.plot(roofline.points_from_rows(at, prob), kinds=(prob.ceiling,),
+    ax = roofline.plot(roofline.points_from_rows(at, prob), kinds=(prob.ceiling,), c=c,
                        title=f"Lesson {lesson:02d} on the roofline ({prob.describe(big)})")
     files.append(out / f"{stem}_roofline.png")
     ax.figure.savefig(files[-1], dpi=110, bbox_inches="tight")
@@ -98,15 +99,18 @@ def _decode_chart(sec: dict):
     return fig
 
 
-def recorded_sections(lesson: int, *, prefer_local: bool, progress=None) -> list[tuple[str, str, list[Path]]]:
+def recorded_sections(lesson: int, *, prefer_local: bool, progress=None, data: dict | None = None,
+                      tag: str = "") -> list[tuple[str, str, list[Path]]]:
     """(section, text, figures) for every recorded section of a lesson: bench.compare tables with their roofline and
     speedup charts; a benchmark module's stored views as Markdown tables, each with the generic chart
     (results.chart); sections the lesson's benchmark module renders itself (lesson 05's tables and chart); lessons
-    11's and 12's own tables. progress, if given, is called with a line before each section is drawn."""
+    11's and 12's own tables. progress, if given, is called with a line before each section is drawn. data: a
+    lesson's results to draw (one of results.local_runs) instead of results.load's; tag: a prefix for the figures'
+    file names, so two GPUs' figures do not overwrite each other."""
     out = build.ROOT / "build" / ("report" if prefer_local else "demo")
     out.mkdir(parents=True, exist_ok=True)
     try:
-        data = results.load(lesson, prefer_local=prefer_local)
+        data = data or results.load(lesson, prefer_local=prefer_local)
     except FileNotFoundError:
         return []
     found = []
@@ -116,7 +120,8 @@ def recorded_sections(lesson: int, *, prefer_local: bool, progress=None) -> list
         rows = sec.get("rows") or []
         if rows and "pct_baseline" in rows[0]:
             found.append((name, f"Measured on {results.env_line(sec)}:\n{bench.table(rows)}",
-                          _lesson_figures(lesson, rows, out, "" if name == "bench" else name)))
+                          _lesson_figures(lesson, rows, out, tag + ("" if name == "bench" else name),
+                                          roofline.of_section(sec))))
         elif sec.get("views"):  # a lesson benchmark module's section: its stored views, a generic table and chart each
             views = [v for v in sec["views"] if v not in ("graph", "headline")]
             text = "\n\n".join(results.view_markdown(lesson, name, v, sec=sec) for v in views)
@@ -124,20 +129,23 @@ def recorded_sections(lesson: int, *, prefer_local: bool, progress=None) -> list
             for v in views:
                 if progress and len(views) > 1:
                     progress(f"    view {v}")
-                figs.append(_save(results.chart(lesson, name, v, sec=sec), out / f"{lesson:02d}_{name}_{v}.png"))
+                figs.append(_save(results.chart(lesson, name, v, sec=sec), out / f"{lesson:02d}_{tag}{name}_{v}.png"))
             found.append((name, text, figs))
         elif lesson == 4 and name == "mma_peak":
-            found.append((name, results.mma_peak_markdown(prefer_local), []))
+            ab = data["sections"].get("ablate")
+            found.append((name, results.mma_peak_markdown(prefer_local, sec=sec, ab=ab), []))
         elif lesson == 11 and name == "decode":
-            found.append((name, results.decode_markdown(prefer_local), [_save(_decode_chart(sec), out / "11_decode.png")]))
+            found.append((name, results.decode_markdown(prefer_local, sec=sec),
+                          [_save(_decode_chart(sec), out / f"11_{tag}decode.png")]))
         elif lesson == 11 and name == "accuracy":
-            found.append((name, results.decode_accuracy_markdown(prefer_local), []))
+            found.append((name, results.decode_accuracy_markdown(prefer_local, sec=sec), []))
         elif lesson == 12 and name == "stream":
-            found.append((name, results.stream_markdown(), []))
+            found.append((name, results.stream_markdown(sec), []))
         elif (render := _renderer(lesson)) is not None:
             text, figs = render(name, sec)
             found.append((name, text,
-                          [_save(f, out / f"{lesson:02d}_{name}{f'_{i}' if i else ''}.png") for i, f in enumerate(figs)]))
+                          [_save(f, out / f"{lesson:02d}_{tag}{name}{f'_{i}' if i else ''}.png")
+                           for i, f in enumerate(figs)]))
         elif timed := [r for r in rows if {"op", "shape", "us"} <= set(r)]:  # timings without a view: a plain table
             body = "\n".join(f"| {r['op']} | {' × '.join(map(str, r['shape']))} | {r['us']:,.2f} |" for r in timed)
             rest = "".join(f"\n- {', '.join(f'{k} {v}' for k, v in r.items())}" for r in rows if r not in timed)
@@ -225,18 +233,30 @@ def course_report(progress=None) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     plots = build.ROOT / "build" / "plots"
     lines = ["# Course report", "", "Every number below was measured by the course's own benchmark code; each "
-             "table says on which GPU and with which versions.", "", "## Ceilings", "", results.ceilings_markdown(), ""]
+             "table says on which GPU and with which versions, and each percentage divides by that GPU's ceilings. "
+             f"Per lesson: your own runs (build/results/<gpu>/), then the recording of the reference GPU "
+             f"({roofline.REFERENCE_GPU}) to compare them with.", "", "## Ceilings", "", results.ceilings_markdown(), ""]
     lessons = sorted(int(p.name[:2]) for p in (build.ROOT / "lessons").glob("[0-9][0-9]_*") if p.is_dir())
     for lesson in lessons:
         t0 = time.perf_counter()
         say(f"lesson {lesson:02d} ...")
-        secs = recorded_sections(lesson, prefer_local=True, progress=say)
         lines += [f"## Lesson {lesson:02d}", ""]
-        if not secs:
+        runs = [(f"your run on the {next(iter(d['sections'].values()))['env'].get('gpu') or 'machine without a GPU'}",
+                 d, f"{i}_") for i, d in enumerate(results.local_runs(lesson))]
+        try:
+            runs.append((f"the reference recording ({roofline.REFERENCE_GPU})", results.load(lesson, prefer_local=False),
+                         ""))
+        except FileNotFoundError:
+            pass
+        if not runs:
             lines += ["(no results yet)", ""]
-        for name, text, figs in secs:
-            body = text if text.startswith("|") or "\n|" in text[:400] else "```\n" + text + "\n```"
-            lines += [f"### {name}", "", body, ""] + [f"![{f.stem}]({f.name})" for f in figs] + [""]
+        secs = []
+        for who, data, tag in runs:
+            found = recorded_sections(lesson, prefer_local=True, progress=say, data=data, tag=tag)
+            secs += found
+            for name, text, figs in found:
+                body = text if text.startswith("|") or "\n|" in text[:400] else "```\n" + text + "\n```"
+                lines += [f"### {name}: {who}", "", body, ""] + [f"![{f.stem}]({f.name})" for f in figs] + [""]
         saved = sorted(plots.glob(f"{lesson:02d}_*.png"))
         if saved:
             lines += ["### Figures from the notebook", "", "As the notebook last drew them (run it to redraw them).",

@@ -10,8 +10,13 @@ recorded, so the tables render from the stored files alone. A section stores the
 module asks for (`views`: which routes are the columns, which ratios follow them): `view_markdown` renders any of
 them with one generic table, `chart` draws one generic chart.
 
-Where results go: `build/results/` by default (your own runs); `results/` (the recorded reference runs shipped with
-the course) only when COURSE_RECORD=1, so a learner's run never overwrites them.
+Each section stores the ceilings of the GPU it was measured on (`ceilings`: its copy bandwidth, peaks, SM count and
+clock), and every percentage, floor or roofline point made from its rows divides by those: never by another GPU's.
+
+Where results go, one folder per GPU: `build/results/<gpu>/` by default (your own runs); `results/<gpu>/` (the
+recordings shipped with the course: the reference GPU's, roofline.REFERENCE_GPU, and any other GPU recorded) only
+when COURSE_RECORD=1, so a learner's run never overwrites them. `load` reads your run on this GPU if you made one,
+else the recording of this GPU, else the reference GPU's; each table names the GPU its rows come from.
 """
 from __future__ import annotations
 
@@ -26,8 +31,8 @@ from pathlib import Path
 
 from . import bench, build, nsight, roofline, toolchain
 
-RECORDED = build.ROOT / "results"
-LOCAL = build.ROOT / "build" / "results"
+RECORDED = roofline.RESULTS  # results/<gpu>/NN.json
+LOCAL = roofline.LOCAL  # build/results/<gpu>/NN.json
 DOCS = build.ROOT / "docs" / "results.md"
 
 # ----------------------------------------------------------------------------------------------
@@ -115,25 +120,55 @@ def rows_of(sec: dict) -> list[Row]:
 # ----------------------------------------------------------------------------------------------
 # Files
 
-def _dir(recorded: bool | None = None) -> Path:
-    if recorded is None:
-        recorded = os.environ.get("COURSE_RECORD", "") not in ("", "0")
-    return RECORDED if recorded else LOCAL
+def _shown(p: Path) -> str:
+    """A path as a message shows it: relative to the course root where it is inside it."""
+    return str(p.relative_to(build.ROOT)) if p.is_relative_to(build.ROOT) else str(p)
+
+
+def recording() -> bool:
+    """COURSE_RECORD=1: a maintainer's recording run, whose results go to results/<gpu>/."""
+    return os.environ.get("COURSE_RECORD", "") not in ("", "0")
+
+
+def _gpu_dir(root: Path, gpu: str | None) -> Path:
+    return root / (roofline.gpu_slug(gpu) if gpu else "no_gpu")
+
+
+def _dir() -> Path:
+    """Where this process's results go: results/<this GPU>/ when recording, else build/results/<this GPU>/. What
+    runs without a GPU (lesson 05's CPU tables) is filed under the GPU whose ceilings it used, the reference's."""
+    return _gpu_dir(RECORDED if recording() else LOCAL, roofline.this_gpu() or roofline.REFERENCE_GPU)
+
+
+def _search(prefer_local: bool, gpu: str | None) -> list[Path]:
+    """The folders `load` reads, first match wins."""
+    if gpu is not None:
+        return [_gpu_dir(RECORDED, gpu)]
+    ref = _gpu_dir(RECORDED, roofline.REFERENCE_GPU)
+    if not prefer_local:
+        return [ref]
+    this = roofline.this_gpu()
+    dirs = (([] if recording() else [_gpu_dir(LOCAL, this or roofline.REFERENCE_GPU)])
+            + ([_gpu_dir(RECORDED, this)] if this else []) + [ref])
+    return list(dict.fromkeys(dirs))
 
 
 def _file(lesson: int | str, d: Path) -> Path:
     return d / f"{int(lesson):02d}.json"
 
 
-def record(lesson: int | str, section: str, rows: list, *, views: dict | None = None, **extra) -> Path:
+def record(lesson: int | str, section: str, rows: list, *, views: dict | None = None, ceilings: dict | None = None,
+           **extra) -> Path:
     """Store `rows` (Row or dict) as `section` of lesson `lesson`'s results (other sections are kept), with the
-    views its tables are rendered by and the short names of its routes."""
+    views its tables are rendered by, the short names of its routes, and the ceilings its rows are compared with:
+    this GPU's (roofline.ceilings()) unless the rows were computed against others (`ceilings`)."""
     rows = [r.to_dict() if isinstance(r, Row) else r for r in rows]
     d = _dir()
     d.mkdir(parents=True, exist_ok=True)
     f = _file(lesson, d)
     data = json.loads(f.read_text()) if f.exists() else {"lesson": f"{int(lesson):02d}", "sections": {}}
-    sec = {"env": toolchain.describe(), "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "rows": rows}
+    sec = {"env": toolchain.describe(), "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+           "ceilings": roofline.compact(ceilings or roofline.ceilings()), "rows": rows}
     if views:
         short = {r["route"]: ROUTES[r["route"]][1] for r in rows if r.get("route") in ROUTES}
         sec.update(views=views, short=short)
@@ -142,11 +177,11 @@ def record(lesson: int | str, section: str, rows: list, *, views: dict | None = 
     return f
 
 
-def load(lesson: int | str, section: str | None = None, *, prefer_local: bool = True):
-    """Results of a lesson: your own run's if there is one (prefer_local), else the recorded ones. A recording run
-    (COURSE_RECORD=1) shows what it records, never an older local result."""
-    prefer_local = prefer_local and _dir() != RECORDED
-    for d in ([LOCAL, RECORDED] if prefer_local else [RECORDED]):
+def load(lesson: int | str, section: str | None = None, *, prefer_local: bool = True, gpu: str | None = None):
+    """Results of a lesson. prefer_local: your own run on this GPU if there is one, else this GPU's recording, else
+    the reference GPU's (a recording run, COURSE_RECORD=1, shows what it records, never an older local result);
+    prefer_local=False: the reference GPU's recording, the same on every machine; gpu: that GPU's recording."""
+    for d in _search(prefer_local, gpu):
         f = _file(lesson, d)
         if f.exists():
             data = json.loads(f.read_text())
@@ -154,7 +189,13 @@ def load(lesson: int | str, section: str | None = None, *, prefer_local: bool = 
                 return data
             if section in data["sections"]:
                 return data["sections"][section]
-    raise FileNotFoundError(f"no results for lesson {int(lesson):02d}" + (f", section {section!r}" if section else ""))
+    raise FileNotFoundError(f"no results for lesson {int(lesson):02d}" + (f", section {section!r}" if section else "")
+                            + f" in {', '.join(_shown(d) for d in _search(prefer_local, gpu))}")
+
+
+def local_runs(lesson: int | str) -> list[dict]:
+    """Your own runs of a lesson, one per GPU you ran it on (build/results/<gpu>/NN.json), in folder-name order."""
+    return [json.loads(f.read_text()) for f in sorted(LOCAL.glob(f"*/{int(lesson):02d}.json"))]
 
 
 def env_line(sec: dict) -> str:
@@ -173,7 +214,8 @@ def show(lesson: int | str, section: str, *, prefer_local: bool = True) -> str:
 def this_run(rows: list, views: dict) -> dict:
     """A section made of rows measured in this process (not stored), for view_markdown(sec=...) and chart(sec=...)."""
     rows = [r.to_dict() if isinstance(r, Row) else r for r in rows]
-    return {"env": toolchain.describe(), "date": "this run", "rows": rows, "views": views,
+    return {"env": toolchain.describe(), "date": "this run", "ceilings": roofline.compact(roofline.ceilings()),
+            "rows": rows, "views": views,
             "short": {r["route"]: ROUTES[r["route"]][1] for r in rows if r.get("route") in ROUTES}}
 
 
@@ -206,15 +248,21 @@ def save_figure(fig, lesson: int | str, name: str) -> Path:
 # ----------------------------------------------------------------------------------------------
 # The generic table and chart
 
-def _copy_GBps() -> float:
-    """Lesson 00's recorded copy bandwidth: one denominator for every generated table. (Each run also measures the
-    copy at its start; those vary by up to 3% from run to run.)"""
-    return roofline.recorded()["copy_GBps"]
+def copy_GBps(sec: dict) -> float:
+    """The copy bandwidth of the GPU a section was measured on, as the section stores it: the one denominator of
+    its percentages."""
+    return roofline.of_section(sec)["copy_GBps"]
 
 
-def _pct(row: Row) -> float:
-    """A row's GB/s as % of lesson 00's copy bandwidth."""
-    return 100 * row.gbs / _copy_GBps()
+def _pct(row: Row, sec: dict) -> float:
+    """A row's GB/s as % of the copy bandwidth of the GPU its section was measured on."""
+    return 100 * row.gbs / copy_GBps(sec)
+
+
+def ceilings_line(sec: dict) -> str:
+    """What a section's percentages divide by, for a table's footnote."""
+    c = roofline.of_section(sec)
+    return f"% of the {c['gpu']}'s copy bandwidth, {c['copy_GBps']:,.0f} GB/s as measured {c['date'][:10]}"
 
 
 def _shape_key(s: tuple) -> tuple[str, ...]:
@@ -222,11 +270,11 @@ def _shape_key(s: tuple) -> tuple[str, ...]:
     return (f"{s[2]} × {s[1]}", str(s[0])) if len(s) == 3 else (" × ".join(map(str, s)),)
 
 
-def _cell(r: Row | None, fmt: str, prev: Row | None = None) -> str:
+def _cell(r: Row | None, fmt: str, sec: dict, prev: Row | None = None) -> str:
     if r is None:
         return "–"
     if fmt == "us_pct":
-        return f"{r.us:,.1f} ({_pct(r):.0f}%)"
+        return f"{r.us:,.1f} ({_pct(r, sec):.0f}%)"
     if fmt == "us_steps" and prev is not None:
         return f"{r.us:,.1f} ({prev.us / r.us:.2f}×)"
     return f"{r.us:,.1f}"
@@ -235,7 +283,7 @@ def _cell(r: Row | None, fmt: str, prev: Row | None = None) -> str:
 def view_markdown(lesson: int, section: str, view: str = "main", *, sec: dict | None = None,
                   prefer_local: bool = False) -> str:
     """One stored view of a section as a Markdown table: a line per shape, µs of each of the view's routes, then
-    its derived columns: ["pct", route] (% of lesson 00's copy bandwidth), ["tflops", route], ["vs", ours, base]
+    its derived columns: ["pct", route] (% of the copy bandwidth of the GPU the section was measured on), ["tflops", route], ["vs", ours, base]
     (base's time over ours: how many times faster ours is). A view may keep only the shapes where route `only`
     ran, or the M in `ms`; `cell` "us_pct" writes % copy bandwidth beside each time, "us_steps" each column's
     speedup over the one before it from the second of `steps` on."""
@@ -266,19 +314,21 @@ def view_markdown(lesson: int, section: str, view: str = "main", *, sec: dict | 
         cells = list(_shape_key(s))
         for i, route in enumerate(cols):
             prev = c.get(cols[i - 1]) if route in steps[1:] else None
-            cells.append(_cell(c.get(route), v.get("cell", "us"), prev))
+            cells.append(_cell(c.get(route), v.get("cell", "us"), sec, prev))
         for d in derived:
             a, b = c.get(d[1]), c.get(d[2]) if len(d) > 2 else None
             if a is None or (d[0] == "vs" and b is None):
                 cells.append("–")
             elif d[0] == "pct":
-                cells.append(f"{_pct(a):.1f}%")
+                cells.append(f"{_pct(a, sec):.1f}%")
             elif d[0] == "tflops":
                 cells.append(f"{a.tflops:,.0f}" if a.tflops is not None else "–")
             else:
                 cells.append(f"{b.us / a.us:.2f}×")
         out.append("| " + " | ".join(cells) + " |")
-    out.append(f"\n{v.get('note', 'µs, median; weights rotated past L2.')} Measured on {env_line(sec)}.")
+    pct = any(d[0] == "pct" for d in derived) or v.get("cell") == "us_pct"
+    out.append(f"\n{v.get('note', 'µs, median; weights rotated past L2.')} "
+               + (f"{ceilings_line(sec)}. " if pct else "") + f"Measured on {env_line(sec)}.")
     return "\n".join(out)
 
 
@@ -350,13 +400,13 @@ def graph_markdown(lessons=(6, 7, 8), ms=None, shapes=None, secs: dict | None = 
                 b = rows.get((g["vs"].get(c), s))
                 cells.append(two(b.us / r.us, b.graph_us / r.graph_us, lambda v: f"{v:.2f}×") if b and b.graph_us else "–")
             out.append(f"| {g['kernels'][route]} | {s[2]} × {s[1]} | {s[0]} | {two(r.us, r.graph_us, lambda v: f'{v:,.1f}')} | "
-                       f"{two(_pct(r), _pct(r) * r.us / r.graph_us, lambda v: f'{v:.1f}%')} | " + " | ".join(cells) + " |")
+                       f"{two(_pct(r, sec), _pct(r, sec) * r.us / r.graph_us, lambda v: f'{v:.1f}%')} | " + " | ".join(cells) + " |")
     if len(out) == 2:
         return "(no graph timings recorded yet: each lesson's bench_NN.py --record records them)"
     envs = list(dict.fromkeys(env_line(sec) for sec, _ in specs))
     out.append(f"\nµs, median, per call → in a CUDA graph of 20 or more calls (`bench.graph_fn`); weights rotated past L2; "
-               f"each baseline timed both ways in the same run; % of lesson 00's copy bandwidth. Measured on "
-               f"{'; '.join(envs)}.")
+               f"each baseline timed both ways in the same run; "
+               + "; ".join(dict.fromkeys(ceilings_line(sec) for sec, _ in specs)) + f". Measured on {'; '.join(envs)}.")
     return "\n".join(out)
 
 
@@ -395,10 +445,10 @@ def ladder_markdown(lesson_sections: list[tuple[int, str]], shape_desc: str) -> 
     return "\n".join(out)
 
 
-def mma_peak_markdown(prefer_local: bool = False) -> str:
+def mma_peak_markdown(prefer_local: bool = False, sec: dict | None = None, ab: dict | None = None) -> str:
     """Lesson 04: what the tensor-core instructions can do alone (the register-only probe), the GEMMs against that,
     both kernels on either pipeline, and what each part of the mma.sync kernel's K loop costs (the ablations)."""
-    sec = load(4, "mma_peak", prefer_local=prefer_local)
+    sec = sec or load(4, "mma_peak", prefer_local=prefer_local)
     out = ["| instruction, issued from registers alone | best T(FL)OP/s | ops per SM per clock | at ILP, warps per SM |",
            "|---|---:|---:|---|"]
     for kind, b in sec["best"].items():
@@ -409,7 +459,7 @@ def mma_peak_markdown(prefer_local: bool = False) -> str:
     out.append(f"\ncuBLAS FP16 issues Hopper's `wgmma` (HGMMA: lessons/04_tensor_cores/notes.md), not `mma.sync`: its percentage compares it "
                f"with the `mma.sync` ceiling. Measured on {env_line(sec)}.")
     try:
-        ab = load(4, "ablate", prefer_local=prefer_local)
+        ab = ab or load(4, "ablate", prefer_local=prefer_local)
     except FileNotFoundError:
         return "\n".join(out)
     rows = rows_of(ab)
@@ -422,16 +472,39 @@ def mma_peak_markdown(prefer_local: bool = False) -> str:
     return "\n".join(out)
 
 
-def ceilings_markdown() -> str:
-    c = roofline.recorded()
-    e = c["env"]
-    return (f"| ceiling | measured |\n|---|---:|\n| copy bandwidth (read + write) | {c['copy_GBps']:,.0f} GB/s |\n"
-            f"| FP32, CUDA cores (cuBLAS, TF32 off) | {c['fp32_TFLOPs']} TFLOP/s |\n"
-            f"| TF32 tensor cores (cuBLAS) | {c['tf32_TFLOPs']} TFLOP/s |\n"
-            f"| FP16 tensor cores (cuBLAS) | {c['fp16_TFLOPs']} TFLOP/s |\n"
-            f"| INT8 tensor cores (torch._int_mm) | {c['int8_TOPs']} TOP/s |\n\n"
-            f"Measured on {c['gpu']}, driver {e.get('driver')}, torch {e.get('torch')}, nvcc {e.get('nvcc')}, "
-            f"{c['date'][:10]}.")
+# Datasheet figures, leads beside the measured ceilings (dense tensor-core rates, no sparsity; vendor's datasheets:
+# NVIDIA H100 Tensor Core GPU datasheet, SXM5 column; NVIDIA H200 Tensor Core GPU datasheet, SXM column).
+DATASHEET = {
+    "NVIDIA H100 80GB HBM3": {"memory_TBps": 3.35, "fp32_TFLOPs": 67, "tf32_TFLOPs": 494.5, "fp16_TFLOPs": 989.5,
+                              "int8_TOPs": 1979},
+    "NVIDIA H200": {"memory_TBps": 4.8, "fp32_TFLOPs": 67, "tf32_TFLOPs": 494.5, "fp16_TFLOPs": 989.5,
+                    "int8_TOPs": 1979},
+}
+
+
+def ceilings_markdown(gpus: list[str] | None = None) -> str:
+    """Each recorded GPU's measured ceilings side by side (the reference first), the datasheet's figure beside each."""
+    cs = [roofline.recorded(g) for g in (gpus or roofline.recorded_gpus())]
+    sheet = lambda c, k, fmt: (f" ({fmt.format(DATASHEET[c['gpu']][k])})" if k in DATASHEET.get(c["gpu"], {}) else "")
+    lines = [("copy bandwidth (read + write), GB/s", "copy_GBps", "{:,.0f}", "memory_TBps", "datasheet {:g} TB/s"),
+             ("FP32, CUDA cores (cuBLAS, TF32 off), TFLOP/s", "fp32_TFLOPs", "{:g}", "fp32_TFLOPs", "{:g}"),
+             ("TF32 tensor cores (cuBLAS), TFLOP/s", "tf32_TFLOPs", "{:g}", "tf32_TFLOPs", "{:g}"),
+             ("FP16 tensor cores (cuBLAS), TFLOP/s", "fp16_TFLOPs", "{:g}", "fp16_TFLOPs", "{:g}"),
+             ("INT8 tensor cores (torch._int_mm), TOP/s", "int8_TOPs", "{:g}", "int8_TOPs", "{:g}")]
+    out = ["| ceiling (datasheet in brackets) | " + " | ".join(c["gpu"] + (" (reference)" if c["gpu"] ==
+                                                                      roofline.REFERENCE_GPU else "") for c in cs) + " |",
+           "|---|" + "---:|" * len(cs)]
+    for label, key, fmt, skey, sfmt in lines:
+        out.append(f"| {label} | " + " | ".join(fmt.format(c[key]) + sheet(c, skey, sfmt) for c in cs) + " |")
+    out.append("| ridge point, FP16 (FLOP per byte) | " + " | ".join(f"{c['fp16_TFLOPs'] * 1e3 / c['copy_GBps']:,.0f}"
+                                                                 for c in cs) + " |")
+    out.append("| SMs; SM clock under load, MHz | " + " | ".join(
+        f"{c.get('sms', c['env'].get('sms'))}; " + (f"{c['clock_MHz']:,.0f}" if c.get("clock_MHz") else "not recorded")
+        for c in cs) + " |")
+    out.append("\n" + "; ".join(f"{c['gpu']}: measured {c['date'][:10]}, driver {c['env'].get('driver')}, torch "
+                                 f"{c['env'].get('torch')}, nvcc {c['env'].get('nvcc')}" for c in cs)
+               + ". Datasheet: NVIDIA's H100 (SXM5) and H200 (SXM) datasheets, dense rates.")
+    return "\n".join(out)
 
 
 def stream_fit(rows: list[dict], key: str) -> tuple[float, float]:
@@ -452,11 +525,11 @@ def stream_fit(rows: list[dict], key: str) -> tuple[float, float]:
     return t2 - n2 / (B * 1e6), B
 
 
-def stream_markdown() -> str:
+def stream_markdown(sec: dict | None = None) -> str:
     """Lesson 12's read probe: the fastest way found to read each weight size, per call, in a chain of calls and in
     a CUDA graph."""
-    sec = load(12, "stream", prefer_local=False)
-    bw = _copy_GBps()  # lesson 00's, like _pct (the run's own measurement: sec["copy_GBps"])
+    sec = sec or load(12, "stream", prefer_local=False)
+    bw = copy_GBps(sec)
     pct = lambda nbytes, us: f"{us:,.1f} ({100 * nbytes / bw / 1e3 / us:.0f}%)"
     out = ["| weights read | floor at copy bw | cuBLAS FP16, M = 1 | best `ld.global` | best bulk copy (TMA) "
            "| cuBLAS, chain | best plain, chain | best with PDL, chain | cuBLAS, graph | best plain, graph "
@@ -476,7 +549,7 @@ def stream_markdown() -> str:
                    f"{pct(n, ldg['per_call_us'])} | {pct(n, blk['per_call_us'])} | {pct(n, cub['chain_us'])} | "
                    f"{pct(n, plain['chain_us'])} | {pct(n, pdl['chain_us'])} | {cell(g(lambda v: v.startswith('cuBLAS')))} | "
                    f"{cell(g(lambda v: not v.startswith('cuBLAS') and 'PDL' not in v))} | {cell(g(lambda v: 'PDL' in v))} |")
-    out.append(f"\nµs (in brackets: % of lesson 00's {bw:,.0f} GB/s copy bandwidth). Kernels that only read (lesson 12's "
+    out.append(f"\nµs (in brackets: {ceilings_line(sec)}). Kernels that only read (lesson 12's "
                "read probe), the best of each kind over grid sizes, loads in flight and ring depths. Per call: CUDA events "
                "around each call, as every table of the course; chain: 20 back-to-back calls between two events, per call; "
                "graph: 20 or more calls replayed from one CUDA graph, per call; PDL: programmatic dependent launch. "
@@ -488,21 +561,20 @@ def stream_markdown() -> str:
     return "\n".join(out)
 
 
-def decode_markdown(prefer_local: bool = False) -> str:
+def decode_markdown(prefer_local: bool = False, sec: dict | None = None) -> str:
     """Lesson 11: tokens per second of the Llama-shaped decode step per weight format and batch, against FP16."""
-    sec = load(11, "decode", prefer_local=prefer_local)
+    sec = sec or load(11, "decode", prefer_local=prefer_local)
     rows = sec["rows"]
     pdl = any(r.get("us_graph_nopdl") for r in rows)
     out = ["| format | batch | tok/s (CUDA graph) | µs / step | vs FP16 | % of floor | "
            + ("µs / step without PDL (vs FP16) | " if pdl else "") + "GEMMs alone, µs | "
            "the rest, µs | eager (Python launches), tok/s | weights, GB |",
            "|---|---:|---:|---:|---:|---:|" + ("---:|" if pdl else "") + "---:|---:|---:|---:|"]
-    copy = _copy_GBps()
+    copy = copy_GBps(sec)
     for r in rows:
         nopdl = (f"{r['us_graph_nopdl']:,.0f} ({r['speedup_vs_fp16_nopdl']:.2f}×) | " if r.get("us_graph_nopdl")
                  else "– | ") if pdl else ""
-        # the floor at lesson 00's copy bandwidth, like _pct (the run's own measurement is in pct_floor)
-        floor = 100 * r["step_bytes"] / (copy * 1e3) / r["us_graph"] if "step_bytes" in r else r["pct_floor"]
+        floor = 100 * r["step_bytes"] / (copy * 1e3) / r["us_graph"]
         out.append(f"| {r['label']} | {r['batch']} | {r['tok_s']:,.1f} | {r['us_graph']:,.0f} | "
                    f"{r['speedup_vs_fp16']:.2f}× | {floor:.0f}% | {nopdl}{r['us_gemm']:,.0f} | "
                    f"{r['us_graph'] - r['us_gemm']:,.0f} | {r['tok_s_eager']:,.1f} | {r['weight_gb']:.2f} |")
@@ -510,15 +582,16 @@ def decode_markdown(prefer_local: bool = False) -> str:
     out.append(f"\n{c.get('n_layers', '?')} layers of Llama-3-8B's shape (hidden {c.get('hidden')}, MLP "
                f"{c.get('intermediate')}, {c.get('n_heads')}/{c.get('n_kv_heads')} heads, vocabulary {c.get('vocab')}), "
                f"random weights, {rows[0]['ctx']} cached positions per sequence, greedy decoding. Floor: the step's "
-               f"bytes (weights in the format, KV cache) at lesson 00's copy bandwidth. "
+               f"bytes (weights in the format, KV cache) at the copy bandwidth of the GPU measured on "
+               f"({copy:,.0f} GB/s). "
                + ("The course's kernels launch with programmatic dependent launch (lesson 11, section 6); cuBLAS's "
                   "do not. " if pdl else "") + f"Measured on {env_line(sec)}.")
     return "\n".join(out)
 
 
-def decode_accuracy_markdown(prefer_local: bool = False) -> str:
+def decode_accuracy_markdown(prefer_local: bool = False, sec: dict | None = None) -> str:
     """Lesson 11: each quantized model's logits against the FP16 model's and against its own weights in FP16."""
-    sec = load(11, "accuracy", prefer_local=prefer_local)
+    sec = sec or load(11, "accuracy", prefer_local=prefer_local)
     out = ["| format | ‖Δ logits‖ / ‖logits‖ vs FP16 (worst step) | min cosine | same top-1 token | "
            "vs its own weights in FP16 (worst step) |", "|---|---:|---:|---:|---:|"]
     for r in sec["rows"]:
@@ -533,11 +606,11 @@ def decode_accuracy_markdown(prefer_local: bool = False) -> str:
 # ----------------------------------------------------------------------------------------------
 # The lessons' headline results: one line per lesson
 
-def _headline(lesson: int) -> str:
+def _headline(lesson: int, gpu: str | None = None) -> str:
     """One lesson's headline result, from its recorded rows: a stored "headline" view ({"section", "ours", "base",
     "shape"}: ours against base at one shape) where its benchmark module stores one, else the lesson's own kind of
     result (the best kernel of a bench.compare section against its baseline, bytes per weight, tokens per second)."""
-    data = load(lesson, prefer_local=False)
+    data = load(lesson, gpu=gpu or roofline.REFERENCE_GPU)
     for name, sec in data["sections"].items():
         h = (sec.get("views") or {}).get("headline")
         if h:
@@ -545,7 +618,7 @@ def _headline(lesson: int) -> str:
             s = tuple(h["shape"])
             o, b = rows[(h["ours"], s)], rows[(h["base"], s)]
             return (f"{o.op}: {o.us:,.1f} µs at M = {s[0]}, K × N = {s[2]} × {s[1]}, {b.us / o.us:.2f}× "
-                    f"{b.op} ({_pct(o):.0f}% of copy bandwidth)")
+                    f"{b.op} ({_pct(o, sec):.0f}% of copy bandwidth)")
     if lesson == 5:
         mem = {r["format"]: r for r in data["sections"]["memory"]["rows"]}
         f16, i4 = mem["FP16"], mem["INT4 sym group 128"]
@@ -556,7 +629,8 @@ def _headline(lesson: int) -> str:
         best = max((r for r in rows if r["batch"] == 1), key=lambda r: r["speedup_vs_fp16"])
         return (f"{best['label']}: {best['tok_s']:,.0f} tok/s at batch 1, {best['speedup_vs_fp16']:.2f}× FP16 "
                 f"(a Llama-3-8B-shaped decode step in a CUDA graph)")
-    name = next(n for n in data["sections"] if n.startswith("bench"))
+    name = next(n for n in ("bench", "steps", *data["sections"]) if n in data["sections"] and
+                (n in ("bench", "steps") or n.startswith("bench")))
     rows = rows_of(data["sections"][name])
     big = max({r.shape for r in rows}, key=lambda s: (len(s), s))
     at = [r for r in rows if r.shape == big and r.route != r.baseline]
@@ -565,14 +639,21 @@ def _headline(lesson: int) -> str:
     return f"{best.op}: {best.extra['pct_baseline']:.1f}% of {base} at {best.extra['desc']}"
 
 
-def headline_markdown(lessons=range(13)) -> str:
-    """The lessons table's headline column: one line per lesson with its headline result from results/."""
-    out = ["| lesson | headline result (reference GPU) |", "|---|---|"]
+def headline_markdown(lessons=range(13), gpus: list[str] | None = None) -> str:
+    """The lessons table's headline column: one line per lesson with its headline result on each recorded GPU (the
+    reference first), each percentage against the ceilings of the GPU it was measured on."""
+    gpus = gpus or roofline.recorded_gpus()
+    short = lambda g: re.sub(r"^NVIDIA\s+", "", g)
+    out = ["| lesson | " + " | ".join(f"{short(g)}" + (" (reference)" if g == roofline.REFERENCE_GPU else "")
+                                     for g in gpus) + " |", "|---|" + "---|" * len(gpus)]
     for lesson in lessons:
-        try:
-            out.append(f"| {lesson:02d} | {_headline(lesson)} |")
-        except (FileNotFoundError, KeyError, StopIteration, ValueError) as e:
-            out.append(f"| {lesson:02d} | (not recorded yet: {e}) |")
+        cells = []
+        for g in gpus:
+            try:
+                cells.append(_headline(lesson, g))
+            except (FileNotFoundError, KeyError, StopIteration, ValueError) as e:
+                cells.append(f"(not recorded: {e})")
+        out.append(f"| {lesson:02d} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
@@ -582,8 +663,7 @@ def headline_markdown(lessons=range(13)) -> str:
 TABLES = {
     "ceilings": ceilings_markdown,
     "ladder": lambda: ladder_markdown([(1, "bench"), (2, "bench"), (3, "bench")], "M=4096 N=4096 K=4096"),
-    "04_f16": lambda: bench_markdown(4, "bench_f16"),
-    "04_s8": lambda: bench_markdown(4, "bench_s8"),
+    "04_steps": lambda: bench_markdown(4, "steps"),
     "04_mma_peak": mma_peak_markdown,
     "06_w8a16": lambda: view_markdown(6, "table"),
     "06_w8a16_tiles": lambda: view_markdown(6, "table", "tiles"),
@@ -620,7 +700,7 @@ def update_markdown(path: Path = DOCS, check: bool = False) -> bool:
         if pat.search(new):
             try:
                 body = fn()
-            except (FileNotFoundError, KeyError) as e:
+            except (FileNotFoundError, KeyError, StopIteration) as e:
                 body = f"(not recorded yet: {e})"
             new = pat.sub(lambda m: m.group(1) + "\n" + body + "\n" + m.group(2), new)
     if check:

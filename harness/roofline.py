@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import time
 import warnings
 from pathlib import Path
@@ -17,8 +18,42 @@ import torch
 
 from . import build, toolchain
 
-RECORDED = build.ROOT / "results" / "ceilings"  # shipped with the course (the H100's)
-REFERENCE_GPU = "NVIDIA H100 80GB HBM3"
+RESULTS = build.ROOT / "results"  # shipped recordings: one folder per GPU (ceilings.json, NN.json, ncu/)
+LOCAL = build.ROOT / "build" / "results"  # your own runs, one folder per GPU the same way
+REFERENCE_GPU = "NVIDIA H200"  # the GPU whose recording the prose quotes and every GPU-less machine shows
+
+
+class NoCeilings(LookupError):
+    """A percentage or floor was asked of a section or GPU whose ceilings are not known: never another GPU's."""
+
+
+def gpu_slug(gpu: str) -> str:
+    """A GPU's name as a folder name: "NVIDIA H200" -> "H200", "NVIDIA H100 80GB HBM3" -> "H100_80GB_HBM3"."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", re.sub(r"^NVIDIA\s+", "", gpu)).strip("_")
+
+
+def this_gpu() -> str | None:
+    """The name of the GPU this process runs on, or None without one."""
+    return torch.cuda.get_device_name() if toolchain.gpu_available() else None
+
+
+def recording_dir(gpu: str | None = None) -> Path:
+    """Where the recording shipped for `gpu` (the reference GPU by default) lives: results/<gpu>/."""
+    return RESULTS / gpu_slug(gpu or REFERENCE_GPU)
+
+
+def local_dir(gpu: str | None = None) -> Path:
+    """Where your own runs on `gpu` (this one by default) land: build/results/<gpu>/ (build/results/no_gpu/ for
+    what runs without one)."""
+    gpu = gpu or this_gpu()
+    return LOCAL / (gpu_slug(gpu) if gpu else "no_gpu")
+
+
+def recorded_gpus() -> list[str]:
+    """The GPUs with a shipped recording, the reference first."""
+    names = [json.loads(p.read_text())["gpu"] for p in sorted(RESULTS.glob("*/ceilings.json"))]
+    return sorted(names, key=lambda g: (g != REFERENCE_GPU, g))
+
 
 KINDS = {  # ceiling name -> (label, dtype of A and B)
     "fp32": "FP32 (CUDA cores, cuBLAS, TF32 off)",
@@ -28,12 +63,8 @@ KINDS = {  # ceiling name -> (label, dtype of A and B)
 }
 
 
-def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_")
-
-
 def _cache_file(gpu: str) -> Path:
-    return build.cache_root() / "ceilings" / f"{_slug(gpu)}.json"
+    return build.cache_root() / "ceilings" / f"{gpu_slug(gpu)}.json"
 
 
 def _time_ms(fn, reps=10) -> float:
@@ -53,9 +84,21 @@ def _time_ms(fn, reps=10) -> float:
     return sorted(ts)[len(ts) // 2]
 
 
+def _smi(query: str) -> float | None:
+    """One number nvidia-smi reports for GPU 0 (e.g. "clocks.sm", in MHz), or None where it cannot say."""
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits", "-i",
+                              str(torch.cuda.current_device())], capture_output=True, text=True, timeout=30).stdout
+        return float(out.strip().splitlines()[0])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
 def measure(n: int = 8192, copy_bytes: int = 2**30) -> dict:
-    """Measure copy bandwidth and cuBLAS rates on this GPU (about 10 s on an H100)."""
+    """Measure copy bandwidth and cuBLAS rates on this GPU (about 10 s on an H100 or H200), with the SM count and
+    the SM clock read while FP16 matrix products run (the clock a kernel under load gets)."""
     gen = torch.Generator(device="cuda").manual_seed(0)
+    p = torch.cuda.get_device_properties(0)
     out = {"gpu": torch.cuda.get_device_name(), "env": toolchain.describe(),
            "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     src = torch.randn(copy_bytes // 4, device="cuda", generator=gen)
@@ -77,14 +120,43 @@ def measure(n: int = 8192, copy_bytes: int = 2**30) -> dict:
     a8 = torch.randint(-128, 128, (n, n), device="cuda", dtype=torch.int8, generator=gen)
     b8 = torch.randint(-128, 128, (n, n), device="cuda", dtype=torch.int8, generator=gen).T.contiguous().T
     out["int8_TOPs"] = round(2 * n**3 / _time_ms(lambda: torch._int_mm(a8, b8)) / 1e9, 1)
+    out["sms"] = p.multi_processor_count
+    for _ in range(200):  # about 0.3 s of queued work: the clock is read while it runs
+        a16 @ b16
+    clock = _smi("clocks.sm")
+    torch.cuda.synchronize()
+    out["clock_MHz"], out["max_clock_MHz"] = clock, _smi("clocks.max.sm")
     return out
 
 
-def recorded(gpu: str = REFERENCE_GPU) -> dict:
-    p = RECORDED / f"{_slug(gpu)}.json"
+# What a section stores of the ceilings it was measured against (the env is the section's own).
+SECTION_KEYS = ("gpu", "date", "copy_GBps", "fp32_TFLOPs", "tf32_TFLOPs", "fp16_TFLOPs", "int8_TOPs", "sms",
+                "clock_MHz", "max_clock_MHz")
+
+
+def compact(c: dict) -> dict:
+    """The ceilings as a results section stores them: the GPU, the date measured, the rates, SM count and clock."""
+    return {k: c[k] for k in SECTION_KEYS if k in c}
+
+
+def recorded(gpu: str | None = None) -> dict:
+    """The ceilings recorded for `gpu` (the reference GPU's by default): results/<gpu>/ceilings.json."""
+    gpu = gpu or REFERENCE_GPU
+    p = recording_dir(gpu) / "ceilings.json"
     if not p.exists():
-        raise FileNotFoundError(f"no recorded ceilings for {gpu} in {RECORDED}")
+        raise NoCeilings(f"no recorded ceilings for {gpu} ({p.relative_to(build.ROOT)} does not exist); the GPUs "
+                         f"recorded: {recorded_gpus()}")
     return json.loads(p.read_text())
+
+
+def of_section(sec: dict) -> dict:
+    """The ceilings a results section was measured against, as it stores them. Never another GPU's: a section that
+    stores none is an error, not a fallback."""
+    c = sec.get("ceilings")
+    if not c:
+        raise NoCeilings(f"this section (measured on {sec.get('env', {}).get('gpu')}, {sec.get('date')}) stores no "
+                         f"ceilings, so no percentage of a ceiling can be computed for it")
+    return c
 
 
 def off_recorded(c: dict, tolerance: float = 0.02) -> str | None:
@@ -92,7 +164,7 @@ def off_recorded(c: dict, tolerance: float = 0.02) -> str | None:
     (None when it is close, or when that model has no recording)."""
     try:
         ref = recorded(c["gpu"])
-    except FileNotFoundError:
+    except NoCeilings:
         return None
     d = c["copy_GBps"] / ref["copy_GBps"] - 1
     if abs(d) <= tolerance:
@@ -104,29 +176,32 @@ def off_recorded(c: dict, tolerance: float = 0.02) -> str | None:
 
 
 def ceilings(remeasure: bool = False) -> dict:
-    """This GPU's ceilings (measured once, then read from the cache); the recorded H100's without a GPU."""
+    """This GPU's ceilings (measured once, then read from the cache). Without a GPU: the reference GPU's recorded
+    ones, whose "gpu" says so."""
     if not toolchain.gpu_available():
         return recorded()
     gpu = torch.cuda.get_device_name()
     f = _cache_file(gpu)
     if f.exists() and not remeasure:
-        return json.loads(f.read_text())
+        c = json.loads(f.read_text())
+        if "sms" in c:  # a cache written before the SM count and clock were measured is measured again
+            return c
     c = measure()
     if (msg := off_recorded(c)) is not None:
         warnings.warn(msg, stacklevel=2)
     f.parent.mkdir(parents=True, exist_ok=True)
     f.write_text(json.dumps(c, indent=1))
     if records_ceilings():
-        RECORDED.mkdir(parents=True, exist_ok=True)
-        (RECORDED / f"{_slug(gpu)}.json").write_text(json.dumps(c, indent=1))
+        d = recording_dir(gpu)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "ceilings.json").write_text(json.dumps(c, indent=1))
     return c
 
 
 def records_ceilings() -> bool:
-    """Whether this run ships the ceilings it measures: lesson 00's reference recording only. Every README table's
-    "% copy bw" is against that one measurement; a later lesson's recording measures the copy again at its start
-    (its notebook prints it) but must not replace lesson 00's, or its own tables would call its measurement
-    lesson 00's. `harness.run` names the notebook it executes in COURSE_NOTEBOOK."""
+    """Whether this run ships the ceilings it measures: lesson 00's recording only (results/<gpu>/ceilings.json).
+    Every section stores the ceilings its rows were measured against; lesson 00's are the ones its notebook
+    prints and the README's ceilings table shows. `harness.run` names the notebook it executes in COURSE_NOTEBOOK."""
     recording = os.environ.get("COURSE_RECORD", "") not in ("", "0")
     return recording and os.environ.get("COURSE_NOTEBOOK", "").startswith("00_")
 

@@ -3,10 +3,11 @@
     python -m harness.run [LESSON ...] [--in-place] [--timeout SECONDS]
 
 Executed notebooks go to build/executed/ (the notebook's own file with --in-place, which is how the stored
-H100 outputs are made), figures to build/plots/. Cells tagged `gpu` launch kernels: on a machine
-with no GPU they are skipped, and keep the output recorded on the H100 under a line saying so;
-with REQUIRE_GPU=1 a missing GPU is an error instead. With COURSE_RECORD=1 and --in-place it makes the reference
-recording: results/ and results/ncu/ are written, and results/ceilings/ by lesson 00 only (COURSE_NOTEBOOK).
+outputs of the reference GPU are made), figures to build/plots/. Cells tagged `gpu` launch kernels: on a machine
+with no GPU they are skipped, and keep the output recorded on the reference GPU under a line saying so;
+with REQUIRE_GPU=1 a missing GPU is an error instead. With COURSE_RECORD=1 and --in-place it makes a recording of
+this GPU: results/<gpu>/NN.json and results/<gpu>/ncu/ are written, and results/<gpu>/ceilings.json by lesson 00
+only (COURSE_NOTEBOOK). dev/record_gpu.sh records every lesson this way.
 """
 from __future__ import annotations
 
@@ -113,7 +114,7 @@ def main(argv=None) -> int:
             print("REQUIRE_GPU=1 but no GPU is visible: stopping.")
             return 1
         print("\nNo GPU here: every kernel is compiled and every CPU cell runs; cells that launch kernels "
-              "are skipped and keep the outputs recorded on the H100.\n")
+              "are skipped and keep the outputs recorded on the reference GPU.\n")
     failed = 0
     for nb in notebooks(a.lessons):
         t0 = time.time()

@@ -160,7 +160,7 @@ def gpu_available() -> bool:
 
 
 def gpu_required() -> bool:
-    """REQUIRE_GPU=1 turns every 'skipped: no GPU' into a failure (used on the H100)."""
+    """REQUIRE_GPU=1 turns every 'skipped: no GPU' into a failure (used on the reference GPU)."""
     return os.environ.get("REQUIRE_GPU", "") not in ("", "0")
 
 
@@ -238,7 +238,7 @@ def report() -> str:
             lines.append("warning: the course needs Ampere (sm_80) or newer; some kernels will refuse to load.")
     else:
         lines.append("GPU: none. Kernels will compile (for sm_80 and sm_90) and CPU cells will run; "
-                     "cells that launch kernels are skipped and show the recorded H100 results.")
+                     "cells that launch kernels are skipped and show the reference GPU's recorded results.")
     lines.append(f"building for: {', '.join('sm_' + a.replace('.', '') for a in arch_list())}")
     return "\n".join(lines)
 

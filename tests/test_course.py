@@ -73,7 +73,7 @@ def test_lessons_found_by_number_everywhere():
     for nb in NOTEBOOKS:
         n = nb.name[:2]
         assert list((ROOT / "kernels").glob(f"{n}_*")) and list((ROOT / "solutions").glob(f"{n}_*")), n
-        assert (ROOT / "results" / f"{n}.json").exists(), n
+        assert (ROOT / "results" / "H200" / f"{n}.json").exists(), n  # the reference GPU's recording
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -84,7 +84,7 @@ def test_notebook_cells_that_launch_kernels_are_tagged(nb):
             continue
         tagged = "gpu" in cell.metadata.get("tags", [])
         if tagged:  # JupyterLab then skips it without a GPU too, as ./course run does
-            assert cell.source.startswith("%%gpu\n"), f"{nb.name} cell {i} is tagged gpu but lacks its %%gpu line"
+            assert re.match(r"%%gpu( sm_90a)?\n", cell.source), f"{nb.name} cell {i} is tagged gpu but lacks its %%gpu line"
         if GPU_CALLS.search(cell.source):
             assert tagged, f"{nb.name} cell {i} launches kernels but is not tagged gpu:\n{cell.source[:200]}"
         errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
@@ -430,6 +430,26 @@ def test_gpu_magic_without_a_recorded_cell_says_so(tmp_path, monkeypatch):
     assert notebook.recorded_outputs("%%gpu\nprint('edited')", tmp_path) is None
     nbformat.write(nb, tmp_path / "08_y.ipynb")  # two notebooks in one folder: none is the lesson's
     assert notebook.recorded_outputs("%%gpu\nprint('hi')", tmp_path) is None
+
+
+def test_gpu_magic_sm90a_skips_with_its_reason_below_hopper(monkeypatch):
+    """`%%gpu sm_90a` (lesson 12's wgmma and copy-engine cells) runs only on compute capability 9.0; on an Ampere or
+    Ada GPU it says why, names the GPU, and shows the reference's recorded output, like a machine without a GPU."""
+    import torch
+    from harness import notebook, toolchain
+    monkeypatch.setattr(toolchain, "gpu_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA GeForce RTX 3090")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 6))
+    why = notebook._why_not("sm_90a")
+    assert "compute capability 9.0" in why and "RTX 3090" in why and "sm_86" in why
+    assert notebook._why_not("") is None  # a plain %%gpu cell runs on any GPU
+    assert notebook.skip_line(True, why).startswith(f"{notebook.SKIP_PREFIX}: this cell {why}.")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    assert notebook._why_not("sm_90a") is None
+    with pytest.raises(ValueError, match="sm_90a"):
+        notebook._why_not("sm_80")
+    monkeypatch.setattr(toolchain, "gpu_available", lambda: False)
+    assert notebook._why_not("sm_90a") == toolchain.NO_GPU_REASON
 
 
 def test_paths_display_relative_to_the_course_root():

@@ -154,7 +154,7 @@ def test_course_report_from_recorded_results(tmp_path):
 
 # Lessons 06-12 show their stored views in the generic table, whose ratio columns read "<ours> vs <baseline>" in the
 # short names of the time columns they divide.
-@pytest.mark.parametrize("lesson, shows", [(3, "% cuBLAS FP32"), (4, "[bench_s8]"), (6, "(d) fused W8A16"),
+@pytest.mark.parametrize("lesson, shows", [(3, "% cuBLAS FP32"), (4, "[steps]"), (6, "(d) fused W8A16"),
                                            (7, "07 fused W4A16 vs tinygemm (bf16)"), (8, "codebook in shared memory"),
                                            (9, "09 W4A8 vs 06 W8A8"), (10, "10 W4A16 vs cuBLAS FP16"),
                                            (11, "W4A16 (lesson 10)"), (12, "12 W4A16 (TMA + wgmma) vs cuBLAS FP16")])

@@ -1,4 +1,5 @@
-"""Numbers the lessons' prose quotes must be the recorded ones (results/NN.json, results/ceilings/), so a new
+"""Numbers the lessons' prose quotes must be the reference GPU's recorded ones (results/<reference>/NN.json and its
+ceilings.json), so a new
 recording that moves them makes this fail instead of leaving the text behind. Each quote is a regex over the
 lesson's markdown with one group, and the function that formats the recorded value the way the text does."""
 import json
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+REF = ROOT / "results" / "H200"  # the reference GPU's recording (harness.roofline.REFERENCE_GPU)
 
 
 def markdown(lesson: str) -> str:
@@ -17,7 +19,7 @@ def markdown(lesson: str) -> str:
 
 
 def rows(lesson: str, section: str = "bench") -> list[dict]:
-    return json.loads((ROOT / "results" / f"{lesson}.json").read_text())["sections"][section]["rows"]
+    return json.loads((REF / f"{lesson}.json").read_text())["sections"][section]["rows"]
 
 
 def row(lesson: str, op: str, shape: list[int]) -> dict:
@@ -41,17 +43,27 @@ def w4a16_row(route: str, shape=(1, 8192, 8192)) -> dict:
 
 
 def floor07(problem: str, shape) -> float:
-    """µs to move a problem's minimum bytes at the recorded H100's copy bandwidth (lesson 07, section 1)."""
+    """µs to move a problem's minimum bytes at the reference GPU's recorded copy bandwidth (lesson 07, section 1)."""
     from harness import catalog
     prob = {"w4a16": catalog.W4A16, "linear_f16": catalog.FP16, "dequant_w4": catalog.DEQUANT_W4}[problem]
     return prob.bytes(shape) / ceilings()["copy_GBps"] / 1e3
 
 
 def ceilings() -> dict:
-    return json.loads((ROOT / "results" / "ceilings" / "NVIDIA_H100_80GB_HBM3.json").read_text())
+    return json.loads((REF / "ceilings.json").read_text())
 
 
-N26 = [1 << 26]
+N26, N28 = [1 << 26], [1 << 28]
+OURS00, BASE00 = "ours: scale_add", "torch.add(b, x, alpha=a)"
+
+
+def h100(what: str):
+    """The H100 recording (lesson 00's two-GPU section quotes it): its ceilings, or a lesson's JSON."""
+    return json.loads((ROOT / "results" / "H100_80GB_HBM3" / f"{what}.json").read_text())
+
+
+def h100_00(op: str) -> dict:
+    return next(r for r in h100("00")["sections"]["bench"]["rows"] if r["op"] == op and r["shape"] == N28)
 G4096 = [4096, 4096, 4096]
 QUOTES = {
     "00": [
@@ -61,6 +73,21 @@ QUOTES = {
         (r"even reaches (\d+)% of the copy roofline",
          lambda: f"{row('00', 'torch.add(b, x, alpha=a)', N26)['pct_roofline']:.0f}"),
         (r"(\d+) bytes of DRAM traffic for \d+ FLOPs", lambda: "12"),  # 4 B read of x, of b, written to out
+        (r"overflow the (\d+) MiB L2 cache", lambda: f"{ceilings()['env']['l2_mib']:.0f}"),
+        # section 7: the two recorded GPUs
+        (r"same rate on both \(([\d.]+)×\)", lambda: f"{ceilings()['fp16_TFLOPs'] / h100('ceilings')['fp16_TFLOPs']:.2f}"),
+        (r"copy bandwidth grew ([\d.]+)×", lambda: f"{ceilings()['copy_GBps'] / h100('ceilings')['copy_GBps']:.2f}"),
+        (r"from (\d+) to \d+ FLOP per byte in FP16",
+         lambda: f"{h100('ceilings')['fp16_TFLOPs'] * 1e3 / h100('ceilings')['copy_GBps']:.0f}"),
+        (r"from \d+ to (\d+) FLOP per byte in FP16", lambda: f"{ceilings()['fp16_TFLOPs'] * 1e3 / ceilings()['copy_GBps']:.0f}"),
+        (r"torch's `add` gains ([\d.]+)×", lambda: f"{h100_00(BASE00)['us'] / row('00', BASE00, N28)['us']:.2f}"),
+        (r"torch's `add` gains [\d.]+× \(([\d,]+) →", lambda: f"{h100_00(BASE00)['us']:,.0f}"),
+        (r"torch's `add` gains [\d.]+× \([\d,]+ → ([\d,]+) µs", lambda: f"{row('00', BASE00, N28)['us']:,.0f}"),
+        (r"Ours gains only ([\d.]+)×", lambda: f"{h100_00(OURS00)['us'] / row('00', OURS00, N28)['us']:.2f}"),
+        (r"Ours gains only [\d.]+×\s+\(([\d,]+) →", lambda: f"{h100_00(OURS00)['us']:,.0f}"),
+        (r"Ours gains only [\d.]+×\s+\([\d,]+ → ([\d,]+) µs", lambda: f"{row('00', OURS00, N28)['us']:,.0f}"),
+        (r"reaches (\d+)% of `torch.add` on the H200", lambda: f"{row('00', OURS00, N28)['pct_baseline']:.0f}"),
+        (r"on the H200 and (\d+)% on the H100", lambda: f"{h100_00(OURS00)['pct_baseline']:.0f}"),
     ],
     "01": [
         (r"cuBLAS reaches (\d+)% of the FP32 roofline",
@@ -92,6 +119,10 @@ QUOTES = {
          lambda: f"{floor07('dequant_w4', (8192, 8192)):.0f}"),
         (r"the fused kernel takes ([\d.]+) µs", lambda: f"{w4a16_row('w4a16.fused')['us']:.1f}"),
         (r"against ([\d.]+) µs for cuBLAS", lambda: f"{w4a16_row('cublas_fp16')['us']:.1f}"),
+        (r"µs for cuBLAS: ([\d.]+)× faster, where",
+         lambda: f"{w4a16_row('cublas_fp16')['us'] / w4a16_row('w4a16.fused')['us']:.2f}"),
+        (r"where the\s+bytes allow ([\d.]+)×",  # FP16's floor over INT4's at one token
+         lambda: f"{floor07('linear_f16', (1, 8192, 8192)) / floor07('w4a16', (1, 8192, 8192)):.1f}"),
         (r"the tiles take ([\d.]+) µs", lambda: f"{w4a16_row('w4a16.gemv_tiles')['us']:.1f}"),
         (r"µs: ([\d.]+)× faster than cuBLAS",
          lambda: f"{w4a16_row('cublas_fp16')['us'] / w4a16_row('w4a16.gemv_tiles')['us']:.2f}"),
@@ -114,10 +145,15 @@ QUOTES = {
         (r"to ([\d.]+) µs at M = 16", lambda: f"{nf4_row('gemv', 'nf4.gemv_warp', [16, 8192, 8192])['us']:g}"),
         (r"reaches (\d+)% of\s+the copy bandwidth on this traffic",  # the table's %: lesson 00's copy bandwidth
          lambda: f"{nf4_row('dequant', 'nf4.floor', [8192, 8192])['gbs'] / ceilings()['copy_GBps'] * 100:.0f}"),
+        # Nsight question 3: the four tables' mean time in step 2's table, the five dequantize launches' DRAM bytes
+        (r"move 172 MB in about (\d+) µs", lambda: f"{sum(nf4_us('dequant', f'nf4.dequant_nf4_{t}') for t in ('global', 'smem', 'shfl', 'pairs')) / 4:.0f}"),
+        (r"The profile counts about (\d+) MB", lambda: f"{sum(ncu_num(r, 'dram__bytes_read.sum') + ncu_num(r, 'dram__bytes_write.sum') for r in ncu_rows('08_kernels')[:5]) / 5e6:.0f}"),
     ],
     "09": [  # section 5's reading of the recorded table, 8192 × 8192
         (r"W4A8 is ([\d.]+)× faster than cuBLAS FP16", lambda: f"{w4a8_row('w4a8', 64)['speedup_vs_cublas']:.2f}"),
-        (r"([\d.]+)× faster than lesson 07's W4A16", lambda: f"{w4a8_row('w4a16_07', 64)['w4a8_speedup']:.2f}"),
+        (r"FP16 \(([\d.]+)× on the other two shapes\)",  # both print the same, or the test shows both
+         lambda: "/".join(sorted({f"{w4a8_row('w4a8', 64, kn)['speedup_vs_cublas']:.2f}" for kn in ((14336, 4096), (4096, 14336))}))),
+        (r"([\d.]+)× faster than\s+lesson 07's W4A16", lambda: f"{w4a8_row('w4a16_07', 64)['w4a8_speedup']:.2f}"),
         (r"([\d.]+)× faster than\s+lesson 06's W8A8", lambda: f"{w4a8_row('w8a8_06', 64)['w4a8_speedup']:.2f}"),
         (r"W4A8 at ([\d.]+)× of it", lambda: f"{w4a8_row('w4a8', 256)['speedup_vs_cublas']:.2f}"),
         (r"GEMV is faster \(([\d.]+) against", lambda: f"{w4a8_row('w4a16_07', 16)['us']:.2f}"),
@@ -164,6 +200,7 @@ QUOTES = {
         (r"against (\d+) in FP16's", lambda: f"{rest_us('fp16'):.0f}"),
         (r"That\s+is (\d+)% of an FP16 step", lambda: f"{100 * rest_us('fp16') / decode_row('fp16')['us_graph']:.0f}"),
         (r"but (\d+)% of a W4A16 step", lambda: f"{100 * rest_us('w4a16') / decode_row('w4a16')['us_graph']:.0f}"),
+        (r"fit\s+in the H200's (\d+) MB L2", lambda: f"{ceilings()['env']['l2_mib']:.0f}"),  # going further
     ],
     "12": [  # "going further": the fast kernel in the recorded table, 8192 × 8192
         (r"M = 128 on 8192 × 8192 it takes ([\d.]+) µs", lambda: f"{wgmma_row('w4a16_wgmma', 128)['us']:.1f}"),
@@ -220,6 +257,18 @@ def floor06(route: str, shape=(1, 8192, 8192)) -> float:
     return float(line.split()[-1])
 
 
+def ncu_rows(name: str) -> list[dict]:
+    """The launches of a recorded Nsight Compute report (results/<reference>/ncu/NAME.csv), in order."""
+    import csv
+    with open(REF / "ncu" / f"{name}.csv", newline="") as f:
+        table = list(csv.reader(f))
+    return [dict(zip(table[0], r)) for r in table[2:]]  # row 1 holds the units
+
+
+def ncu_num(launch: dict, metric: str) -> float:
+    return float(launch[metric].replace(",", ""))
+
+
 def nf4_row(section: str, route: str, shape: list[int]) -> dict:
     """Lesson 08's recorded row of one route at one shape."""
     hits = [r for r in rows("08", section) if r["route"] == route and r["shape"] == shape]
@@ -235,10 +284,10 @@ def nf4_us(section: str, route: str) -> float:
     return hits[0]["us"]
 
 
-def w4a8_row(route: str, M: int) -> dict:
-    """Lesson 09's recorded row of one route at M tokens on 8192 × 8192."""
-    hits = [r for r in rows("09", "table") if r["route"] == route and r["shape"] == [M, 8192, 8192]]
-    assert len(hits) == 1, f"results/09.json: no single row for {route} at M = {M}"
+def w4a8_row(route: str, M: int, kn=(8192, 8192)) -> dict:
+    """Lesson 09's recorded row of one route at M tokens on a shape [M, *kn] (8192 × 8192 unless told)."""
+    hits = [r for r in rows("09", "table") if r["route"] == route and r["shape"] == [M, *kn]]
+    assert len(hits) == 1, f"results/09.json: no single row for {route} at M = {M}, {kn}"
     return hits[0]
 
 

@@ -57,12 +57,13 @@ def table(rows: list[dict]) -> str:
     return bench.table(rows)
 
 
-def chart(rows: list[dict], n: int = 4096):
-    """The three routes on the FP32 roofline at n³ (a figure)."""
+def chart(rows: list[dict], n: int = 4096, c: dict | None = None):
+    """The three routes on the FP32 roofline at n³ (a figure). c: the ceilings of the GPU the rows were measured on
+    (a stored section's: roofline.of_section(sec)); this GPU's by default."""
     at = [r for r in rows if list(r["shape"]) == [n, n, n]]
     if not at:
         raise ValueError(f"no rows at {n}³ (sizes measured: {sorted({r['shape'][0] for r in rows})})")
-    ax = roofline.plot(roofline.points_from_rows(at, catalog.FP32), kinds=("fp32",), title=f"Lesson 01 at {n}³")
+    ax = roofline.plot(roofline.points_from_rows(at, catalog.FP32), kinds=("fp32",), c=c, title=f"Lesson 01 at {n}³")
     return ax.figure
 
 

@@ -66,12 +66,14 @@ def ladder(n: int = 4096, *, prefer_local: bool = True) -> list[dict]:
     return first + [r for r in results.load(2, SECTION, prefer_local=prefer_local)["rows"] if r["shape"] == [n, n, n]]
 
 
-def chart(rows: list[dict], n: int = 4096):
-    """The rows at n³ on the FP32 roofline (a figure); give it ladder(n) for lessons 01 and 02 together."""
+def chart(rows: list[dict], n: int = 4096, c: dict | None = None):
+    """The rows at n³ on the FP32 roofline (a figure); give it ladder(n) for lessons 01 and 02 together. c: the
+    ceilings of the GPU the rows were measured on (a stored section's: roofline.of_section(sec)); this GPU's by
+    default."""
     at = [r for r in rows if list(r["shape"]) == [n, n, n]]
     if not at:
         raise ValueError(f"no rows at {n}³ (sizes measured: {sorted({r['shape'][0] for r in rows})})")
-    ax = roofline.plot(roofline.points_from_rows(at, catalog.FP32), kinds=("fp32",),
+    ax = roofline.plot(roofline.points_from_rows(at, catalog.FP32), kinds=("fp32",), c=c,
                        title=f"The ladder so far, {n}³")
     return ax.figure
 

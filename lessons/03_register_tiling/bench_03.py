@@ -146,9 +146,10 @@ def run(sizes=(4096,), *, solution: bool | None = None, record: bool = False, re
     return rows
 
 
-def table(rows: list[dict]) -> str:
-    """Each step at each size: TFLOP/s, % of cuBLAS (same run), gain over the step before, and the floor."""
-    c = roofline.ceilings()
+def table(rows: list[dict], c: dict | None = None) -> str:
+    """Each step at each size: TFLOP/s, % of cuBLAS (same run), gain over the step before, and the floor at the
+    ceilings c of the GPU the rows were measured on (this GPU's by default)."""
+    c = c or roofline.ceilings()
     out = []
     for shape in sorted({tuple(r["shape"]) for r in rows}):
         at = [r for r in rows if tuple(r["shape"]) == shape]
@@ -164,12 +165,12 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def chart(rows: list[dict], shape=(4096, 4096, 4096)):
+def chart(rows: list[dict], shape=(4096, 4096, 4096), c: dict | None = None):
     """The ladder on the FP32 roofline at one shape: every kernel has the same DRAM intensity there (the problem's),
     so the points stand on one vertical line; each is numbered and named in the legend, never on the plot."""
     import matplotlib.pyplot as plt
     import numpy as np
-    c = roofline.ceilings()
+    c = c or roofline.ceilings()
     prob = catalog.FP32
     at = [r for r in rows if tuple(r["shape"]) == tuple(shape)]
     fig, (ax, bar) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1, 1.15]})
@@ -183,7 +184,7 @@ def chart(rows: list[dict], shape=(4096, 4096, 4096)):
     ax.set_xscale("log"); ax.set_yscale("log")
     ax.set_xlim(1, 1e4); ax.set_ylim(0.5, peak * 2)
     ax.set_xlabel("FLOP per byte of DRAM traffic"); ax.set_ylabel("TFLOP/s")
-    ax.set_title(f"FP32 roofline, {prob.describe(shape)}", fontsize=9)
+    ax.set_title(f"FP32 roofline of the {c['gpu']}, {prob.describe(shape)}", fontsize=9)
     ax.grid(True, which="both", lw=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.18), ncol=2, frameon=False)
     labels = [f"{i}: {r['op']}" for i, r in enumerate(at)]

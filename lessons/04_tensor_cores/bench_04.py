@@ -123,10 +123,11 @@ def floor_us(shape, kind: str, c: dict | None = None) -> float:
 
 
 def floors(n: int = 4096, c: dict | None = None) -> str:
-    """The roofline's floor at n³ per kind, from the recorded H100 ceilings unless given others: the prediction."""
-    c = c or roofline.recorded()
-    out = [f"ceilings of {c['gpu']} (recorded): {c['copy_GBps']:,.0f} GB/s, FP16 {c['fp16_TFLOPs']} TFLOP/s, "
-           f"INT8 {c['int8_TOPs']} TOP/s"]
+    """The roofline's floor at n³ per kind at the ceilings c (this GPU's by default, the same table() uses): the
+    prediction."""
+    c = c or roofline.ceilings()
+    out = [f"ceilings of the {c['gpu']} (measured {c['date'][:10]}): {c['copy_GBps']:,.0f} GB/s, FP16 "
+           f"{c['fp16_TFLOPs']} TFLOP/s, INT8 {c['int8_TOPs']} TOP/s"]
     for kind, prob in PROBLEMS.items():
         shape = (n, n, n)
         fl, by = prob.flops(shape), prob.bytes(shape)
@@ -207,9 +208,10 @@ def run(sizes=(4096,), kinds=("fp16", "int8"), *, solution: bool = True, record:
     return rows
 
 
-def table(rows: list[dict]) -> str:
-    """Per kind and size: µs, T(FL)OP/s, % of the library (same run), gain over the row before, and the floor."""
-    c = roofline.ceilings()
+def table(rows: list[dict], c: dict | None = None) -> str:
+    """Per kind and size: µs, T(FL)OP/s, % of the library (same run), gain over the row before, and the floor at
+    the ceilings c of the GPU the rows were measured on (this GPU's by default, as floors())."""
+    c = c or roofline.ceilings()
     out = []
     for kind, base in BASELINES.items():
         for shape in sorted({tuple(r["shape"]) for r in rows if r["baseline"] == bench.route_id(base)}):

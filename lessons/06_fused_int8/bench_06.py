@@ -86,12 +86,15 @@ KERNELS_PER_WEIGHT = {
 
 
 def traffic(shape=(1, 8192, 8192), copy_GBps: float | None = None) -> str:
-    """DRAM bytes per weight and in all of each route at `shape` (M, N, K), and the time that traffic takes at lesson
-    00's recorded copy bandwidth: the floor each route's measurement is held against. No GPU needed."""
+    """DRAM bytes per weight and in all of each route at `shape` (M, N, K), and the time that traffic takes at a copy
+    bandwidth (the reference GPU's recorded one unless given: the same on every machine): the floor each route's
+    measurement is held against. No GPU needed."""
     M, N, K = shape
-    bw = copy_GBps or roofline.recorded()["copy_GBps"]
+    ref = roofline.recorded()
+    bw = copy_GBps or ref["copy_GBps"]
     head = f"{'route':<22} {'kernels':>7} {'B/weight':>9} {'MB':>8} {'floor µs':>9}"
-    out = [f"M = {M}, N = {N}, K = {K} ({N * K / 1e6:.1f} M weights), copy bandwidth {bw:,.0f} GB/s", head]
+    out = [f"M = {M}, N = {N}, K = {K} ({N * K / 1e6:.1f} M weights), copy bandwidth {bw:,.0f} GB/s"
+           + ("" if copy_GBps else f" ({ref['gpu']}, measured {ref['date'][:10]})"), head]
     for route, kernels in KERNELS_PER_WEIGHT.items():
         per = sum(r + w for _, r, w in kernels)
         scales = 0 if route.startswith("cuBLAS") else 2 * N * K // 128

@@ -61,10 +61,10 @@ SHAPES_MNK = [(M, N, K) for K, N in SHAPES_KN for M in (1, 16)]
 
 def floors(c: dict | None = None) -> str:
     """Bytes a linear layer must move in INT4, INT8 and FP16 weights, and the floor they set at the copy bandwidth
-    (lesson 00's recorded H100 figure unless `c` is given). No GPU needed."""
+    of the ceilings c (the reference GPU's recording unless given: the same on every machine). No GPU needed."""
     c = c or roofline.recorded()
     bw = c["copy_GBps"]
-    out = [f"copy bandwidth {bw:,.0f} GB/s ({c['gpu']})",
+    out = [f"copy bandwidth {bw:,.0f} GB/s ({c['gpu']}, measured {c['date'][:10]})",
            f"{'K × N':<13} {'M':>3} {'INT4 MB':>8} {'INT8 MB':>8} {'FP16 MB':>8} {'floor INT4 µs':>14} "
            f"{'floor FP16 µs':>14}"]
     for M, N, K in SHAPES_MNK:
@@ -74,16 +74,19 @@ def floors(c: dict | None = None) -> str:
     return "\n".join(out)
 
 
-def budget(c: dict | None = None, shape=(1, 8192, 8192), clock_ghz: float = 1.755) -> str:
+def budget(c: dict | None = None, shape=(1, 8192, 8192)) -> str:
     """What the INT4 floor leaves for arithmetic: weights each SM must take in per cycle, and the lane-instructions
-    per weight that allows (an SM issues at most 4 warp instructions, 128 lane-instructions, per cycle). The SM count
-    is the recorded GPU's; clock_ghz is the H100 SXM's clock under load. No GPU needed."""
+    per weight that allows (an SM issues at most 4 warp instructions, 128 lane-instructions, per cycle). The copy
+    bandwidth, SM count and SM clock under load are those the ceilings c were measured with (the reference GPU's
+    recording unless given). No GPU needed."""
     c = c or roofline.recorded()
     M, N, K = shape
-    sms = c["env"]["sms"]
+    if not c.get("sms") or not c.get("clock_MHz"):
+        raise roofline.NoCeilings(f"the ceilings of the {c['gpu']} ({c['date'][:10]}) record no SM count or clock")
+    sms, clock_ghz = c["sms"], c["clock_MHz"] / 1e3
     floor = catalog.W4A16.bytes(shape) / c["copy_GBps"] / 1e3
     per_cycle = N * K / (sms * floor * 1e3 * clock_ghz)
-    return (f"{N} × {K} at M = {M}: floor {floor:.1f} µs on {sms} SMs at {clock_ghz} GHz\n"
+    return (f"{N} × {K} at M = {M} on the {c['gpu']}: floor {floor:.1f} µs on {sms} SMs at {clock_ghz:.3f} GHz\n"
             f"each SM must take in {per_cycle:.1f} weights per cycle\n"
             f"at 100% issue: {128 / per_cycle:.1f} lane-instructions per weight, everything included; at 50%: "
             f"{64 / per_cycle:.1f}")

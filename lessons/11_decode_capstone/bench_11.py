@@ -151,9 +151,12 @@ def main(argv=None):
     ap.add_argument("--no-accuracy", action="store_true")
     ap.add_argument("--record", action="store_true")
     a = ap.parse_args(argv)
-    cfg = decode.replace(decode.LLAMA3_8B, n_layers=a.layers) if a.layers else None
-    run(cfg, a.formats, a.batch, a.ctx, a.steps, not a.no_accuracy, solution=not a.exercises, record=a.record)
-    print(results.decode_markdown(prefer_local=True))
+    cfg = (decode.replace(decode.LLAMA3_8B, n_layers=a.layers) if a.layers else
+           decode.fit_layers(decode.LLAMA3_8B, torch.cuda.mem_get_info()[0], ("w8a16",)))
+    rows, _ = run(cfg, a.formats, a.batch, a.ctx, a.steps, not a.no_accuracy, solution=not a.exercises,
+                  record=a.record)
+    # this run's rows, never a stored table
+    print(results.decode_markdown(sec=dict(results.this_run(rows, {}), config=dict(cfg.__dict__))))
     if not a.exercises:
         for r in ops_rows(record=a.record):
             print(f"{r['kind']:<14} B={r['batch']:<3} teaching {r['us_teaching']:6.1f} µs, fast {r['us_fast']:6.1f} µs "

@@ -154,7 +154,7 @@ def stream_chart(ax=None):
     cuBLAS at M = 1, the copy-bandwidth floor, and the line t = a + bytes / B fitted to the per-call reads."""
     import matplotlib.pyplot as plt
     sec = results.load(12, "stream", prefer_local=False)
-    best, bw = stream_best(sec["rows"]), roofline.recorded()["copy_GBps"]
+    best, bw = stream_best(sec["rows"]), results.copy_GBps(sec)
     a, B = results.stream_fit(sec["rows"], "per_call_us")
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4))
@@ -164,7 +164,7 @@ def stream_chart(ax=None):
     ax.plot(mb, [n / bw / 1e3 for n in best], "k:", label=f"floor: bytes at the copy bandwidth ({bw:,.0f} GB/s)")
     ax.plot(mb, [a + n / (B * 1e6) for n in best], color="grey", lw=0.8,
             label=f"t = {a:.1f} µs + bytes / {B:.2f} TB/s (per call)")
-    ax.set(xlabel="weights read (MB)", ylabel="µs per read", title="What reading the weights costs (H100, recorded)")
+    ax.set(xlabel="weights read (MB)", ylabel="µs per read", title=f"What reading the weights costs ({sec['env']['gpu']}, recorded)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return ax

@@ -1,6 +1,7 @@
 """Lesson 00's pictures. Run `python lessons/00_setup_and_roofline/figures/draw.py` to redraw them all here.
 
-The numbers in them come from the recorded H100 files (results/ceilings/, results/00.json), never typed in.
+The numbers in them come from the reference GPU's recorded files (results/H200/ceilings.json, results/H200/00.json),
+never typed in.
 """
 import json
 import sys
@@ -18,8 +19,9 @@ P = d.PALETTE
 
 def recorded():
     """The reference GPU's ceilings and lesson 00's bench rows at n = 2^26."""
-    c = json.loads((ROOT / "results" / "ceilings" / "NVIDIA_H100_80GB_HBM3.json").read_text())
-    rows = json.loads((ROOT / "results" / "00.json").read_text())["sections"]["bench"]["rows"]
+    ref = ROOT / "results" / "H200"  # harness.roofline.recording_dir(): the reference GPU's
+    c = json.loads((ref / "ceilings.json").read_text())
+    rows = json.loads((ref / "00.json").read_text())["sections"]["bench"]["rows"]
     at = {r["op"]: r for r in rows if r["shape"] == [1 << 26]}
     return c, at
 
