@@ -1,12 +1,18 @@
-"""Compile a lesson's CUDA file with nvcc into a shared library, fast, cached, with readable errors.
+"""Compile a lesson's CUDA file with torch's load_inline, fast, cached, with readable errors.
 
-Why it is fast: the .cu file includes only CUDA headers and exposes plain C launchers that take raw pointers,
-so nvcc builds it straight into a shared library, with a few generated C wrappers (each calls one launcher and
-checks the launch), and Python calls the wrappers through ctypes. No Python binding is compiled and no torch
-header is parsed. A build whose inputs did not change is reused without running nvcc.
+The kernel file is load_inline's CUDA source as it stands: it includes only CUDA headers and exposes plain C launchers
+that take raw pointers. The C++ source is a binding generated from the file's EXPORT declarations: one Python function
+per launcher, taking torch tensors. Neither includes a torch header, which costs seconds in every translation unit that
+does (even from a precompiled header); the binding's calls into torch (reading a tensor, its checks, torch's current
+stream) are in the binding runtime, harness/binding.cpp, built once per torch and Python (build/binding/).
+
+Why it is fast: the binding depends only on the EXPORT declarations, so each kernel file's load_inline build directory
+is named by the file and its declarations, and ninja recompiles only what changed. After an edit to a kernel, nvcc
+compiles the .cu file alone and the binding's object is linked again as it was. Each finished build is then kept under
+the hash of everything that went into it, and a build whose inputs did not change is imported without running ninja.
 
 Every command (notebooks, run, grade, test) shares one kernel cache: build/cache/ in the repository, or the folder
-named by COURSE_CACHE. A failed build leaves nothing behind, so building again compiles again.
+named by COURSE_CACHE. A failed build leaves no finished build behind, so building again compiles again.
 
 A kernel file marks each launcher it exports with EXPORT (defined as `extern "C"` in the file):
 
@@ -20,14 +26,14 @@ stream for a trailing `cudaStream_t`, and raise if the launch failed.
 from __future__ import annotations
 
 import contextlib
-import ctypes
+import fcntl
 import hashlib
+import importlib.util
 import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,14 +41,17 @@ from pathlib import Path
 from . import toolchain
 
 ROOT = Path(os.environ.get("COURSE_ROOT", Path(__file__).resolve().parent.parent))
-BUILD_VERSION = "2"  # bump when the generated wrappers or flags change, to invalidate caches
+HERE = Path(__file__).resolve().parent
+BUILD_VERSION = "3"  # bump when the generated binding or flags change, to invalidate caches
 KEEP_BUILDS = 8  # cached builds kept per kernel file; older ones are removed
+KEEP_NINJA_DIRS = 3  # load_inline build directories kept per kernel file (one per set of EXPORT declarations)
 CUDA_FLAGS = ["-O3", "-lineinfo", "-Xptxas=-v"]
-# The language settings every kernel file is compiled with (torch's extension builder used the same ones, and the
-# lessons' half-precision code is written against them: no implicit __half operators or conversions).
+# The language settings every kernel file is compiled with (torch's extension builder adds the same ones, and the
+# lessons' half-precision code is written against them: no implicit __half operators or conversions). Passed
+# explicitly, so that every torch version builds the same code.
 NVCC_BASE = ["-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
              "-D__CUDA_NO_HALF2_OPERATORS__", "--expt-relaxed-constexpr", "-std=c++20"]
-WRAPPER_PREFIX = "course_launch_"
+CXX_FLAGS = ["-O2"]
 
 
 def _show(p: Path) -> str:
@@ -223,74 +232,86 @@ def parse_exports(src: str, filename: str = "<source>") -> list[Export]:
     return exports
 
 
+
+
 _WIDE = ("int64_t", "long long", "size_t", "long")
+_UNSIGNED = ("unsigned", "unsigned int", "uint32_t", "size_t")
 
 
 def _c_type(p: Param) -> str:
-    """The type a launcher's prototype gets in the wrappers: C linkage needs only the ABI to agree
+    """The type a launcher's prototype gets in the binding: C linkage needs only the ABI to agree
     (every pointer is a pointer)."""
     if p.kind in ("ptr", "stream"):
         return "void*"
     if p.kind == "int":
         return "long long" if p.ctype in _WIDE else "int"
-    return p.ctype
+    return p.ctype.removeprefix("const ").strip()
 
 
-def _wrappers(exports: list[Export]) -> str:
-    """C source of one wrapper per launcher: it calls the launcher, then returns the launch's CUDA error (after a
-    device synchronize when asked), so that Python can raise it. Arguments arrive as void*, long long and double."""
-    lines = [
-        "#include <cuda_runtime.h>",
-        "static int course_check(int sync) {",
-        "  cudaError_t e = cudaGetLastError();",
-        "  if (e == cudaSuccess && sync) e = cudaDeviceSynchronize();",
-        "  return (int)e;",
-        "}",
-        'extern "C" const char* course_error_name(int e) { return cudaGetErrorName((cudaError_t)e); }',
-        'extern "C" const char* course_error_string(int e) { return cudaGetErrorString((cudaError_t)e); }',
-    ]
-    wire = {"ptr": "void*", "stream": "void*", "int": "long long", "float": "double"}
+def _c_string(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def binding_source(exports: list[Export], min_capability: float = 8.0, exact: bool = False) -> str:
+    """The C++ source of a kernel file's binding (load_inline's cpp_sources): one Python function per launcher, which
+    hands its arguments to the binding runtime's checks and launch (harness/binding.h). It includes no torch header,
+    and depends on the EXPORT declarations only."""
+    min_cc = round(min_capability * 10)
+    code = {"ptr": "p", "int": "i", "float": "f"}
+    field = {"ptr": "p", "stream": "p", "int": "i", "float": "f"}
+    lines = ["// Generated by harness/build.py from the kernel file's EXPORT declarations: one Python function per",
+             "// launcher. The checks, torch's current stream and the launch check are the binding runtime's",
+             "// (harness/binding.cpp). In main.cpp this text follows harness/binding.h.", "","static const course_api* course = nullptr;", ""]
     for ex in exports:
-        lines.append(f'extern "C" void {ex.name}({", ".join(_c_type(p) for p in ex.params)});')
-        args = "".join(f"{wire[p.kind]} a{i}, " for i, p in enumerate(ex.params))
-        casts = ", ".join(f"a{i}" if p.kind in ("ptr", "stream") else f"({_c_type(p)})a{i}"
+        args = [p for p in ex.params if p.kind != "stream"]
+        stream = len(args) != len(ex.params)
+        lines.append(f'extern "C" void {ex.name}({", ".join(_c_type(p) for p in ex.params) or "void"});')
+        casts = ", ".join(f"a[{i}].{field[p.kind]}" if p.kind in ("ptr", "stream") else f"({_c_type(p)})a[{i}].{field[p.kind]}"
                           for i, p in enumerate(ex.params))
-        lines.append(f'extern "C" int {WRAPPER_PREFIX}{ex.name}({args}int sync) {{ {ex.name}({casts}); '
-                     f'return course_check(sync); }}')
-    return "\n".join(lines) + "\n"
-
-
-class _Library:
-    """A built kernel library: one Python callable per launcher, raising RuntimeError when the launch failed."""
-
-    _WIRE = {"ptr": ctypes.c_void_p, "stream": ctypes.c_void_p, "int": ctypes.c_longlong, "float": ctypes.c_double}
-
-    def __init__(self, so: Path, exports: list[Export]):
-        import torch  # noqa: F401  (loads the CUDA runtime the library links against)
-
-        self.dll = ctypes.CDLL(str(so), mode=os.RTLD_NOW | os.RTLD_LOCAL)
-        for f in (self.dll.course_error_name, self.dll.course_error_string):
-            f.argtypes, f.restype = [ctypes.c_int], ctypes.c_char_p
-        for ex in exports:
-            fn = getattr(self.dll, WRAPPER_PREFIX + ex.name)
-            fn.argtypes = [self._WIRE[p.kind] for p in ex.params] + [ctypes.c_int]
-            fn.restype = ctypes.c_int
-            setattr(self, ex.name, self._caller(ex.name, fn))
-
-    def _caller(self, name: str, fn):
-        def call(*args):
-            err = fn(*args[:-1], int(bool(args[-1])))
-            if err:
-                raise RuntimeError(f"{name}: CUDA error {self.dll.course_error_name(err).decode()}: "
-                                   f"{self.dll.course_error_string(err).decode()}")
-        return call
+        lines.append(f"static void course_launch_{ex.name}(const course_value* a) {{ {'(void)a; ' if not ex.params else ''}"
+                     f"{ex.name}({casts}); }}")
+        if args:
+            lines.append(f"static course_param course_params_{ex.name}[] = {{")
+            for p in args:
+                bits = 64 if p.ctype in _WIDE else 32
+                lines.append(f"    {{{_c_string(p.name)}, '{code[p.kind]}', "
+                             f"{_c_string(p.dtype) if p.kind == 'ptr' and p.dtype else 'nullptr'}, "
+                             f"{int(p.kind == 'ptr' and not p.const)}, {bits if p.kind == 'int' else 0}, "
+                             f"{int(p.kind == 'int' and p.ctype in _UNSIGNED)}, -1}},")
+            lines.append("};")
+        lines.append(f"static course_launcher course_{ex.name} = {{{_c_string(ex.name)}, {len(args)}, {int(stream)}, "
+                     f"{'course_params_' + ex.name if args else 'nullptr'}, {min_cc}, {int(exact)}, "
+                     f"course_launch_{ex.name}}};")
+        lines.append(f"static PyObject* course_py_{ex.name}(PyObject*, PyObject* const* args, Py_ssize_t nargs) {{")
+        lines.append(f"    return course->call(&course_{ex.name}, args, nargs);")
+        lines.append("}")
+        lines.append("")
+    lines.append("static PyMethodDef course_methods[] = {")
+    for ex in exports:
+        lines.append(f"    {{{_c_string(ex.name)}, (PyCFunction)(void (*)(void))course_py_{ex.name}, METH_FASTCALL, "
+                     f"{_c_string(ex.signature)}}},")
+    lines += ["    {nullptr, nullptr, 0, nullptr},", "};", "",
+              "static PyModuleDef course_module = {PyModuleDef_HEAD_INIT, COURSE_STR(TORCH_EXTENSION_NAME), nullptr, -1,",
+              "                                    course_methods};", "",
+              "PyMODINIT_FUNC COURSE_CAT(PyInit_, TORCH_EXTENSION_NAME)(void) {",
+              "    course = static_cast<const course_api*>(PyCapsule_Import(COURSE_BINDING_CAPSULE, 0));",
+              "    if (!course) return nullptr;",
+              "    if (course->version != COURSE_BINDING_VERSION) {",
+              '        PyErr_SetString(PyExc_ImportError, "the binding runtime is of another version than this binding");',
+              "        return nullptr;",
+              "    }"]
+    for ex in exports:
+        lines.append(f"    if (course->prepare(&course_{ex.name}) < 0) return nullptr;")
+    lines += ["    return PyModule_Create(&course_module);", "}", ""]
+    return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------------------------
 # The Python side of a launcher
 
 class KernelFunction:
-    """Calls one EXPORT launcher after checking every argument against its C declaration."""
+    """Calls one EXPORT launcher. The binding checks every argument against the launcher's C declaration; when it
+    refuses one, _explain() says which and why."""
 
     def __init__(self, export: Export, raw, module: "KernelModule"):
         self.export, self._raw, self._module = export, raw, module
@@ -301,6 +322,14 @@ class KernelFunction:
         return f"<kernel launcher {self.export.signature} from {self._module.path.name}>"
 
     def __call__(self, *args):
+        try:
+            return self._raw(*args)
+        except _REFUSED:
+            pass
+        self._explain(args)
+
+    def _explain(self, args):
+        """Raise the reason the binding refused `args`: the same checks, in the same order, in words."""
         import torch
 
         ex = self.export
@@ -308,7 +337,7 @@ class KernelFunction:
         if len(args) != len(params):
             raise TypeError(f"{ex.name}() takes {len(params)} arguments ({', '.join(p.name for p in params)}), "
                             f"got {len(args)}. Declaration: {ex.signature}")
-        conv, device = [], None
+        device = None
         for p, a in zip(params, args):
             where = f"{ex.name}(): argument '{p.name}' ({p.ctype})"
             if p.kind == "ptr":
@@ -328,29 +357,24 @@ class KernelFunction:
                     raise ValueError(f"{where} is on {a.device} but earlier arguments are on {device}")
                 if not p.const and a.numel() > 0 and torch._debug_has_internal_overlap(a) == 1:
                     raise ValueError(f"{where} is written by the kernel, so it must not be an expanded view")
-                conv.append(a.data_ptr())
             elif p.kind == "int":
                 if isinstance(a, bool) or not isinstance(a, int):
                     raise TypeError(f"{where} must be an int, got {type(a).__name__}")
-                lim = 2**63 if p.ctype in ("int64_t", "long long", "size_t", "long") else 2**31
-                lo = 0 if p.ctype in ("unsigned", "unsigned int", "uint32_t", "size_t") else -lim
+                lim = 2**63 if p.ctype in _WIDE else 2**31
+                lo = 0 if p.ctype in _UNSIGNED else -lim
                 if not lo <= a < lim:
                     raise OverflowError(f"{where} = {a} does not fit in {p.ctype}")
-                conv.append(a)
             else:
                 if not isinstance(a, (int, float)):
                     raise TypeError(f"{where} must be a number, got {type(a).__name__}")
-                conv.append(float(a))
+                float(a)  # an int too large for a double raises OverflowError here
         if not toolchain.gpu_available():
             raise NoGPUError(f"launching {ex.name} needs a CUDA GPU, and this machine has none "
                              "(the kernel compiled; only running it needs the GPU).")
-        self._module._check_capability()
-        if ex.params and ex.params[-1].kind == "stream":
-            dev = device if device is not None else torch.device("cuda", torch.cuda.current_device())
-            conv.append(torch.cuda.current_stream(dev).cuda_stream)
-        sync = os.environ.get("COURSE_SYNC", "") not in ("", "0")
         with torch.cuda.device(device) if device is not None else contextlib.nullcontext():
-            self._raw(*conv, sync)
+            self._module._check_capability()
+        raise RuntimeError(f"{ex.name}: the binding refused these arguments and the checks found no reason "
+                           "(a disagreement between harness/build.py and harness/binding.cpp)")
 
 
 class KernelModule:
@@ -448,32 +472,124 @@ def clean_compiler_output(text: str, src_path: Path) -> str:
     return out
 
 
-def _cudart_link_dir(tc: toolchain.Toolchain) -> Path | None:
-    """pip's CUDA ships libcudart.so.13 but no libcudart.so, which `-lcudart` needs: add a link."""
-    if (tc.lib_dir / "libcudart.so").exists():
-        return None
-    real = sorted(tc.lib_dir.glob("libcudart.so.*"))
-    if not real:
-        return None
-    d = cache_root() / "linkdir" / hashlib.sha1(str(real[0]).encode()).hexdigest()[:10]
-    d.mkdir(parents=True, exist_ok=True)
-    link = d / "libcudart.so"
-    if not link.exists():
-        tmp = d / f".tmp{os.getpid()}"
-        tmp.unlink(missing_ok=True)
-        tmp.symlink_to(real[0])
-        tmp.rename(link)
-    return d
 
 
-def _prune(parent: Path, prefix: str, keep: Path):
+@contextlib.contextmanager
+def _capture_fds(path: Path):
+    """Send this process's stdout/stderr (the C level, where ninja writes) to a file."""
+    sys.stdout.flush(), sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(path, "w") as f:
+        os.dup2(f.fileno(), 1), os.dup2(f.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush(), sys.stderr.flush()
+            os.dup2(saved[0], 1), os.dup2(saved[1], 2)
+            os.close(saved[0]), os.close(saved[1])
+
+
+@contextlib.contextmanager
+def _locked(folder: Path):
+    """Hold `folder`'s lock (an OS lock: released when its holder exits, however it exits). Processes building into
+    one load_inline build directory take turns, and each finds the other's finished build."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "course.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _import_so(name: str, so: Path):
+    spec = importlib.util.spec_from_file_location(name, so)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _load_inline(name: str, bdir: Path, log: Path, **kw):
+    """torch's load_inline into `bdir`, its build's output (ninja's, the compilers') in `log`; the module it imports
+    is not used (see load_file). The caller holds bdir's lock."""
+    from torch.utils import cpp_extension
+
+    # torch remembers, per process, the inputs of each module name it built, and renames the module (name_v1, ...) when
+    # they change: a new name is a new -DTORCH_EXTENSION_NAME, which would recompile everything. Forget it: the build
+    # directory is the record, and ninja rebuilds what changed. That also makes a failed build compile again.
+    entries = getattr(getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None), "entries", None)
+    if isinstance(entries, dict):
+        entries.pop(name, None)
+    (bdir / "lock").unlink(missing_ok=True)  # torch's own lock: a stale one (its builder killed) would block forever
+    with _capture_fds(log):
+        cpp_extension.load_inline(name, build_directory=str(bdir), no_implicit_headers=True, with_cuda=True,
+                                  verbose=True, **kw)
+
+
+def _link_flags(tc: toolchain.Toolchain) -> list[str]:
+    flags = [f"-Wl,-rpath,{tc.lib_dir}", "-Wl,-Bsymbolic"]
+    link_dir = toolchain.cudart_link_dir(binding_root())
+    return ([f"-L{link_dir}"] if link_dir else []) + flags
+
+
+def binding_root() -> Path:
+    """Where the binding runtime is built: build/binding/ in the repository, shared by every kernel cache."""
+    return (ROOT / "build" / "binding").resolve()
+
+
+_REFUSED: type | tuple = ()  # the binding runtime's Refused, once it is loaded
+_RUNTIME = None
+
+
+def runtime():
+    """The binding runtime (harness/binding.cpp), built with load_inline on first use and then kept, once per torch,
+    Python and CUDA toolkit: the one part of the binding that includes torch's headers (about a minute on two busy
+    cores; ./course builds it at set-up)."""
+    global _RUNTIME, _REFUSED
+    if _RUNTIME is not None:
+        return _RUNTIME
+    tc = toolchain.find()
+    import torch
+
+    header, source = (HERE / "binding.h").read_text(), (HERE / "binding.cpp").read_text()
+    key = hashlib.sha256("\0".join([BUILD_VERSION, header, source, torch.__version__, sys.version, tc.nvcc_version,
+                                    str(tc.cuda_home), " ".join(CXX_FLAGS)]).encode()).hexdigest()
+    name = f"course_binding_{key[:12]}"
+    bdir = binding_root() / name
+    so, done = bdir / f"{name}.so", bdir / "complete"
+    if not (so.exists() and done.exists()):
+        with _locked(bdir):
+            if not done.exists():
+                if ANNOUNCE_COMPILES:
+                    print("[course] building the kernel binding runtime (once per torch and Python) ...",
+                          file=sys.stderr, flush=True)
+                t0 = time.perf_counter()
+                log = bdir / "build.log"
+                try:
+                    # (no CUDA source; a target stops torch asking the GPU, where there is none, for one)
+                    _load_inline(name, bdir, log, cpp_sources=[source], extra_cflags=CXX_FLAGS,
+                                 extra_cuda_cflags=_gencode(["8.0"]), extra_include_paths=[str(HERE)],
+                                 extra_ldflags=_link_flags(tc))
+                except Exception as e:
+                    raise BuildError(f"the binding runtime (harness/binding.cpp) did not build:\n"
+                                     f"{log.read_text(errors='replace')[-4000:]}\n{e}") from None
+                (bdir / "seconds").write_text(f"{time.perf_counter() - t0:.1f}\n")
+                done.touch()
+                _prune(bdir.parent, "course_binding_", bdir)
+    mod = _import_so(name, so)
+    sys.modules["course_binding"] = mod  # where a kernel's binding imports the runtime's functions from
+    _RUNTIME, _REFUSED = mod, mod.Refused
+    return mod
+
+
+def _prune(parent: Path, prefix: str, keep: Path, n: int = KEEP_BUILDS):
     olds = sorted((p for p in parent.glob(prefix + "*") if p.is_dir() and p != keep),
                   key=lambda p: p.stat().st_mtime, reverse=True)
-    for p in olds[KEEP_BUILDS - 1:]:
+    for p in olds[n - 1:]:
         shutil.rmtree(p, ignore_errors=True)
 
 
-_LOADED: dict[Path, _Library] = {}  # libraries this process has loaded, by path (a path is loaded once)
+_LOADED: dict[Path, object] = {}  # kernel modules this process has imported, by path (a path is imported once)
 
 
 def _gencode(archs: list[str]) -> list[str]:
@@ -510,82 +626,80 @@ def load_file(path: Path, *, solution: bool = False, extra_cuda_flags: list[str]
     min_cap = int(m.group(1)) + int(m.group(2)) / 10 if m else 8.0
     exact = bool(m and m.group(3))  # sm_90a: wgmma and friends exist for that target only, on any machine
 
-    tc = toolchain.find()
-    import torch  # noqa: F401  (the library links against the CUDA runtime torch loads)
+    tc = toolchain.find()  # also exports CUDA_HOME before torch.utils.cpp_extension is imported
+    import torch
 
+    rt = runtime()
     targets = _gencode(toolchain.arch_list())
-    flags = CUDA_FLAGS + list(extra_cuda_flags or [])
     if exact:  # sm_90a: wgmma and friends exist for that target only
         cc = m.group(1) + m.group(2)
         targets = [f"-gencode=arch=compute_{cc}a,code=sm_{cc}a"]
+    # --threads: the targets' device code is compiled side by side (the same code, built in parallel).
+    cuda_flags = NVCC_BASE + targets + [f"--threads={min(len(targets), os.cpu_count() or 1)}"] + CUDA_FLAGS + list(
+        extra_cuda_flags or [])
     cuda_src = f'#line 1 "{path}"\n{text}'
-    wrap_src = _wrappers(exports)
-    key = hashlib.sha256("\0".join([BUILD_VERSION, cuda_src, wrap_src, " ".join(NVCC_BASE + targets + flags),
-                                    tc.nvcc_version, str(tc.cuda_home)]).encode()).hexdigest()
+    cpp_src = binding_source(exports, min_cap, exact)
+    # The load_inline build directory: named by the file and everything but its text, so that an edit rebuilds in the
+    # same directory and ninja recompiles the .cu file alone. The finished build: named by everything.
+    sig = hashlib.sha256("\0".join([BUILD_VERSION, cpp_src, (HERE / "binding.h").read_text(), rt.__name__,
+                                    " ".join(cuda_flags + CXX_FLAGS), torch.__version__, sys.version, tc.nvcc_version,
+                                    str(tc.cuda_home)]).encode()).hexdigest()
+    key = hashlib.sha256(f"{sig}\0{cuda_src}".encode()).hexdigest()
     kind = "sol" if solution else "ex"
     stem = re.sub(r"\W", "_", f"l{path.parent.name[:2]}_{path.stem}_{kind}")
-    modname = f"{stem}_{key[:12]}"
-    bdir = cache_root() / "build" / modname
-    so = bdir / f"{modname}.so"
-    done = bdir / "complete"  # written after the build: another process may be linking the .so right now
+    modname = f"{stem}_{sig[:12]}"
+    out = cache_root() / "build" / f"{stem}_{key[:12]}"
+    so = out / f"{modname}.so"
+    done = out / "complete"  # written last: a folder without it is a build in progress
     t0 = time.perf_counter()
-    if so.exists() and done.exists():
-        lib = _LOADED.get(so) or _LOADED.setdefault(so, _Library(so, exports))
-        os.utime(bdir)
-        return KernelModule(path, solution, exports, lib, bdir, time.perf_counter() - t0, True, min_cap, exact)
+    if not (so.exists() and done.exists()):
+        bdir = cache_root() / "ninja" / modname
+        with _locked(bdir):
+            if not done.exists():  # (another process may have built it while this one waited)
+                _build(path, bdir, out, modname, cpp_src, cuda_src, cuda_flags, tc, verbose)
+                _prune(bdir.parent, stem + "_", bdir, KEEP_NINJA_DIRS)
+        _prune(out.parent, stem + "_", out)
+        cached = False
+    else:
+        os.utime(out)
+        cached = True
+    ext = _LOADED.get(so)
+    if ext is None:
+        try:
+            ext = _LOADED[so] = _import_so(modname, so)
+        except ImportError as e:  # the build said it succeeded but left no loadable module
+            raise BuildError(f"{path.name} compiled, but its module could not be loaded: {e}") from None
+    return KernelModule(path, solution, exports, ext, out, time.perf_counter() - t0, cached, min_cap, exact)
 
+
+def _build(path: Path, bdir: Path, out: Path, modname: str, cpp_src: str, cuda_src: str, cuda_flags: list[str],
+           tc: toolchain.Toolchain, verbose: bool):
+    """Build one kernel file with load_inline in its build directory `bdir`, and keep the result in `out`."""
     if ANNOUNCE_COMPILES:
         print(f"[course] compiling {_show(path)} ...", file=sys.stderr, flush=True)
-    bdir.mkdir(parents=True, exist_ok=True)
-    # Every file this process writes carries its pid: two processes (pytest's workers) may build the same module at
-    # once, and each must neither read nor clobber the other's half-written output. The finished library and log
-    # are moved into place whole.
-    pid = os.getpid()
-    kernel_cu, wrap_cpp = bdir / f"kernel.{pid}.cu", bdir / f"launch.{pid}.cpp"
-    tmp_so, log, mine = bdir / f"{modname}.{pid}.so.tmp", bdir / "build.log", bdir / f"build.{pid}.log"
-    kernel_cu.write_text(cuda_src)
-    wrap_cpp.write_text(wrap_src)
-    link = [f"-L{tc.lib_dir}", f"-Xlinker=-rpath,{tc.lib_dir}", "-cudart", "shared"]
-    link_dir = _cudart_link_dir(tc)
-    if link_dir:
-        link.insert(0, f"-L{link_dir}")
-    # --threads: the targets' device code is compiled side by side (the same code, built in parallel).
-    # -isystem: the CUDA headers named by the same path as before, so even the line info's file names are unchanged.
-    cmd = ([str(tc.nvcc), "-isystem", str(tc.cuda_home / "include")] + NVCC_BASE + targets + ["-Xcompiler", "-fPIC", f"--threads={min(len(targets), os.cpu_count() or 1)}"]
-           + flags + ["-shared", str(kernel_cu), str(wrap_cpp), "-o", str(tmp_so)] + link)
-    ok = False
+    log = bdir / "build.log"
     try:
-        with open(mine, "w") as out:
-            out.write(" ".join(cmd) + "\n")
-            out.flush()
-            rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=bdir).returncode
-        output = mine.read_text(errors="replace")
-        if rc != 0:
-            raise CompileError(f"{path.name} did not compile:\n\n"
-                               + clean_compiler_output(output.split("\n", 1)[1], path))
-        tmp_so.replace(so)
-        try:
-            lib = _Library(so, exports)
-        except (OSError, AttributeError) as e:  # the build said it succeeded but left no loadable library
-            raise BuildError(f"{path.name} compiled, but its library could not be loaded: {e}") from None
-        _LOADED[so] = lib
-        ok = True
-    finally:
-        tmp_so.unlink(missing_ok=True)
-        if ok:
-            kernel_cu.replace(bdir / "kernel.cu")
-            wrap_cpp.replace(bdir / "launch.cpp")
-        elif not done.exists():  # nothing good was ever built here: leave no folder behind
-            shutil.rmtree(bdir, ignore_errors=True)
-        else:
-            for f in (kernel_cu, wrap_cpp, mine):
-                f.unlink(missing_ok=True)
+        _load_inline(modname, bdir, log, cpp_sources=[(HERE / "binding.h").read_text(), cpp_src],
+                     cuda_sources=[cuda_src], extra_cflags=CXX_FLAGS, extra_cuda_cflags=cuda_flags,
+                     extra_ldflags=_link_flags(tc))
+    except (RuntimeError, subprocess.CalledProcessError) as e:
+        raw = log.read_text(errors="replace") + "\n" + str(e)
+        raise CompileError(f"{path.name} did not compile:\n\n" + clean_compiler_output(raw, path)) from None
+    except ImportError:
+        pass  # the module as load_inline imports it is not the one used; a broken one fails its import below
+    output = log.read_text(errors="replace")
     if verbose:
         print(output)
-    if "ptxas info" in output or not log.exists():
-        mine.replace(log)
-    else:
-        mine.unlink(missing_ok=True)
-    done.touch()
-    _prune(bdir.parent, stem + "_", bdir)
-    return KernelModule(path, solution, exports, lib, bdir, time.perf_counter() - t0, False, min_cap, exact)
+    # ptxas reports the kernels only when nvcc compiled them: a build that relinked what was compiled before (this
+    # text, built earlier into this directory) reuses that build's report.
+    ptxas = bdir / "ptxas.log"
+    if "ptxas info" in output:
+        shutil.copyfile(log, ptxas)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(ptxas if ptxas.exists() else log, out / "build.log")
+    (out / "kernel.cu").write_text(cuda_src)
+    (out / "binding.cpp").write_text(cpp_src)
+    tmp = out / f".{modname}.so.tmp"
+    shutil.copyfile(bdir / f"{modname}.so", tmp)
+    tmp.replace(out / f"{modname}.so")
+    (out / "complete").touch()

@@ -8,6 +8,7 @@ that import, and says plainly when the nvcc it found and torch's CUDA disagree.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import logging
 import os
@@ -152,6 +153,27 @@ def _export(tc: Toolchain) -> None:
         mod.CUDA_HOME = str(tc.cuda_home)
     # Without a GPU, cpp_extension logs "No CUDA runtime is found" on import: expected here, not news.
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+
+
+def cudart_link_dir(under: Path) -> Path | None:
+    """A folder (made under `under`) holding the libcudart.so link that `-lcudart` needs, or None where the toolkit
+    has one. pip's CUDA ships libcudart.so.13 alone; torch's extension builder links every CUDA extension with
+    -lcudart."""
+    tc = find()
+    if (tc.lib_dir / "libcudart.so").exists():
+        return None
+    real = sorted(tc.lib_dir.glob("libcudart.so.*"))
+    if not real:
+        return None
+    d = Path(under) / "linkdir" / hashlib.sha1(str(real[0]).encode()).hexdigest()[:10]
+    d.mkdir(parents=True, exist_ok=True)
+    link = d / "libcudart.so"
+    if not link.exists():
+        tmp = d / f".tmp{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(real[0])
+        tmp.rename(link)
+    return d
 
 
 def gpu_available() -> bool:

@@ -70,19 +70,27 @@ def test_cold_and_cached_build(tmp_cache):
     assert cold < 60  # the course's target is 15 s on 2 cores; 60 leaves room for a busy CI box
 
 
-def test_library_is_plain_c_with_one_wrapper_per_launcher(tmp_cache):
-    """The built library needs only the CUDA runtime (no Python or torch binding), and its error functions answer
-    without a GPU: the launch check's message comes from them."""
+def test_built_by_load_inline_from_the_file_and_a_binding_without_torch_headers(tmp_cache):
+    """load_inline builds the module: the kernel file is its CUDA source as written (after a #line naming the file),
+    the C++ source a binding generated from the EXPORT declarations that includes no torch header; the module links
+    nothing of torch's, and the runtime's error names answer without a GPU (the launch check's message uses them)."""
     src = tmp_cache / "add.cu"
     src.write_text(ADD)
     m = build.load_file(src)
+    ninja = next((build.cache_root() / "ninja").glob("lte_add_ex_*"))
+    assert (ninja / "build.ninja").exists()
+    assert (ninja / "cuda.cu").read_text() == f'#line 1 "{src}"\n{ADD}'
+    main = (ninja / "main.cpp").read_text()
+    assert "#include <torch" not in main and "#include <ATen" not in main and "#include <pybind11" not in main
+    assert main.endswith(build.binding_source(m.exports)) and "course->call(&course_add" in main
+    assert (m.build_dir / "binding.cpp").read_text() == build.binding_source(m.exports)
     so = next(m.build_dir.glob("*.so"))
     ldd = subprocess.run(["ldd", str(so)], capture_output=True, text=True).stdout
     needed = [line.split()[0] for line in ldd.splitlines() if line.strip()]
     assert any(n.startswith("libcudart") for n in needed), needed
-    assert not [n for n in needed if "torch" in n or "c10" in n or "python" in n], needed
-    assert m._ext.dll.course_error_name(2) == b"cudaErrorMemoryAllocation"
-    assert callable(m._ext.add) and hasattr(m._ext.dll, build.WRAPPER_PREFIX + "add")
+    assert not [n for n in needed if "torch" in n or "c10" in n], needed
+    assert build.runtime().error_name(2) == "cudaErrorMemoryAllocation"
+    assert m._ext.add.__doc__ == m.exports[0].signature
 
 
 def test_two_processes_building_one_file_at_once(tmp_cache):
@@ -126,13 +134,62 @@ def test_arch_specific_file_builds_for_its_target_only(tmp_cache, monkeypatch):
     assert not build.load_file(plain).exact
 
 
-def test_edit_rebuilds(tmp_cache):
+def test_edit_rebuilds_the_kernel_alone(tmp_cache):
+    """An edit that keeps the EXPORT declarations rebuilds in the same load_inline build directory: ninja recompiles
+    the .cu file and links the binding's object as it was. The new build is a module of its own, imported in this
+    process beside the old one, and reverting the edit finds the first build in the cache."""
     src = tmp_cache / "add.cu"
     src.write_text(ADD)
     a = build.load_file(src)
+    ninja = next((build.cache_root() / "ninja").glob("lte_add_ex_*"))
+    stamps = {f: (ninja / f).stat().st_mtime_ns for f in ("main.o", "cuda.cuda.o")}
     src.write_text(ADD.replace("b[i] += a[i]", "b[i] += 2.f * a[i]"))
     b = build.load_file(src)
-    assert not b.cached and a.build_dir != b.build_dir
+    assert not b.cached and a.build_dir != b.build_dir and a._ext is not b._ext
+    assert (ninja / "main.o").stat().st_mtime_ns == stamps["main.o"]
+    assert (ninja / "cuda.cuda.o").stat().st_mtime_ns != stamps["cuda.cuda.o"]
+    assert b.resources()["add_kernel"], "the rebuilt kernel's ptxas report"
+    assert [p.name for p in (build.cache_root() / "ninja").iterdir()] == [ninja.name]
+    maps = Path("/proc/self/maps").read_text()
+    assert str(next(a.build_dir.glob("*.so"))) in maps and str(next(b.build_dir.glob("*.so"))) in maps
+    src.write_text(ADD)
+    again = build.load_file(src)
+    assert again.cached and again.build_dir == a.build_dir and again._ext is a._ext
+
+
+def test_signature_change_gets_its_own_build_directory(tmp_cache):
+    src = tmp_cache / "add.cu"
+    src.write_text(ADD)
+    build.load_file(src)
+    src.write_text(ADD.replace("int n, cudaStream_t", "int64_t n, cudaStream_t"))
+    m = build.load_file(src)
+    assert [p.params[2].ctype for p in m.exports] == ["int64_t"]
+    assert len(list((build.cache_root() / "ninja").glob("lte_add_ex_*"))) == 2
+
+
+def test_refusals_without_tensors_are_explained(tmp_cache):
+    """The binding refuses what the Python checks explain: an int out of its C type's range or of another type, and,
+    where the arguments are fine, the missing GPU."""
+    src = tmp_cache / "ints.cu"
+    src.write_text('#define EXPORT extern "C"\nEXPORT void take(int n, unsigned u, int64_t w, double x) {}\n')
+    take = build.load_file(src).take
+    with pytest.raises(OverflowError, match=r"take\(\): argument 'n' \(int\) = 2147483648 does not fit in int"):
+        take(2**31, 0, 0, 0.0)
+    with pytest.raises(OverflowError, match="'u' \\(unsigned\\) = -1 does not fit in unsigned"):
+        take(0, -1, 0, 0.0)
+    with pytest.raises(OverflowError, match="'w' \\(int64_t\\) = 9223372036854775808 does not fit"):
+        take(0, 0, 2**63, 0.0)
+    with pytest.raises(TypeError, match="'n' \\(int\\) must be an int, got bool"):
+        take(True, 0, 0, 0.0)
+    with pytest.raises(TypeError, match="'x' \\(double\\) must be a number, got str"):
+        take(0, 0, 0, "1")
+    with pytest.raises(OverflowError, match="int too large to convert to float"):
+        take(0, 0, 0, 10**400)
+    with pytest.raises(TypeError, match="takes 4 arguments"):
+        take()
+    if not build.toolchain.gpu_available():
+        with pytest.raises(build.NoGPUError, match="launching take needs a CUDA GPU"):
+            take(-2**31, 2**31 - 1, -2**63, 1)
 
 
 def test_compile_error_points_at_learner_file(tmp_cache):
