@@ -560,9 +560,8 @@ def runtime():
     if not (so.exists() and done.exists()):
         with _locked(bdir):
             if not done.exists():
-                if ANNOUNCE_COMPILES:
-                    print("[course] building the kernel binding runtime (once per torch and Python) ...",
-                          file=sys.stderr, flush=True)
+                print("[course] building the kernel binding runtime (harness/binding.cpp, once per torch and Python; "
+                      "a minute or two) ...", file=sys.stderr, flush=True)
                 t0 = time.perf_counter()
                 log = bdir / "build.log"
                 try:
@@ -703,3 +702,10 @@ def _build(path: Path, bdir: Path, out: Path, modname: str, cpp_src: str, cuda_s
     shutil.copyfile(bdir / f"{modname}.so", tmp)
     tmp.replace(out / f"{modname}.so")
     (out / "complete").touch()
+
+
+if __name__ == "__main__":  # python -m harness.build runtime: build the binding runtime now (./course does at set-up)
+    if sys.argv[1:] != ["runtime"]:
+        sys.exit("usage: python -m harness.build runtime")
+    t0 = time.perf_counter()
+    print(runtime().__file__, f"({time.perf_counter() - t0:.0f} s)")

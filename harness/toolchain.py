@@ -153,6 +153,9 @@ def _export(tc: Toolchain) -> None:
         mod.CUDA_HOME = str(tc.cuda_home)
     # Without a GPU, cpp_extension logs "No CUDA runtime is found" on import: expected here, not news.
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    # torch's extension builder (load_inline, as a learner calls it) builds for the architectures the course builds
+    # for; without this it asks the GPU, and without a GPU it fails.
+    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", ";".join(arch_list()))
 
 
 def cudart_link_dir(under: Path) -> Path | None:
