@@ -58,7 +58,7 @@ def ctypes_route(folder: Path):
     (folder / "w.cpp").write_text(WRAPPER)
     arch = torch.cuda.get_device_capability()
     link = [f"-L{tc.lib_dir}", f"-Xlinker=-rpath,{tc.lib_dir}", "-cudart", "shared"]
-    d = toolchain.cudart_link_dir(folder)
+    d = toolchain.cudart_link_dir()
     if d:
         link.insert(0, f"-L{d}")
     subprocess.run([str(tc.nvcc), *build.NVCC_BASE, f"-gencode=arch=compute_{arch[0]}{arch[1]},code=sm_{arch[0]}{arch[1]}",

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from . import toolchain
 
-ROOT = Path(os.environ.get("COURSE_ROOT", Path(__file__).resolve().parent.parent))
+ROOT = toolchain.ROOT
 HERE = Path(__file__).resolve().parent
 BUILD_VERSION = "3"  # bump when the generated binding or flags change, to invalidate caches
 KEEP_BUILDS = 8  # cached builds kept per kernel file; older ones are removed
@@ -528,7 +528,7 @@ def _load_inline(name: str, bdir: Path, log: Path, **kw):
 
 def _link_flags(tc: toolchain.Toolchain) -> list[str]:
     flags = [f"-Wl,-rpath,{tc.lib_dir}", "-Wl,-Bsymbolic"]
-    link_dir = toolchain.cudart_link_dir(binding_root())
+    link_dir = toolchain.cudart_link_dir(tc)
     return ([f"-L{link_dir}"] if link_dir else []) + flags
 
 

@@ -21,6 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+# The course's root: its build/ folder holds what the harness makes (kernel caches, the cudart link).
+ROOT = Path(os.environ.get("COURSE_ROOT", Path(__file__).resolve().parent.parent))
+
+
 class ToolchainError(RuntimeError):
     """The CUDA toolkit is missing or does not match torch."""
 
@@ -85,7 +89,6 @@ def _candidates() -> list[tuple[str, Path]]:
 
 @functools.lru_cache(maxsize=1)
 def find() -> Toolchain:
-    """Locate nvcc and CUDA_HOME, check them against torch, and export CUDA_HOME for torch."""
     import torch
 
     torch_cuda = torch.version.cuda
@@ -126,6 +129,7 @@ def find() -> Toolchain:
                          "pip installs them with cuda-toolkit[cccl]")
             continue
         _export(tc)
+        _export_link_dir(tc)
         return tc
     raise ToolchainError(
         f"No CUDA toolkit matching torch's CUDA {torch_cuda} was found. Tried:\n  - " + "\n  - ".join(tried)
@@ -158,20 +162,26 @@ def _export(tc: Toolchain) -> None:
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", ";".join(arch_list()))
 
 
-def cudart_link_dir(under: Path) -> Path | None:
-    """A folder (made under `under`) holding the libcudart.so link that `-lcudart` needs, or None where the toolkit
-    has one. pip's CUDA ships libcudart.so.13 alone; torch's extension builder links every CUDA extension with
-    -lcudart."""
-    tc = find()
+def _export_link_dir(tc: Toolchain) -> None:
+    d = cudart_link_dir(tc)
+    if d is not None and str(d) not in os.environ.get("LIBRARY_PATH", "").split(os.pathsep):
+        os.environ["LIBRARY_PATH"] = os.pathsep.join(p for p in (str(d), os.environ.get("LIBRARY_PATH")) if p)
+
+
+def cudart_link_dir(tc: Toolchain | None = None) -> Path | None:
+    """A folder holding the libcudart.so link that `-lcudart` needs (build/cudart/), or None where the toolkit has
+    one. pip's CUDA ships libcudart.so.13 alone, and torch's extension builder links every CUDA extension with
+    -lcudart; find() puts this folder on LIBRARY_PATH, so that a plain load_inline links too."""
+    tc = tc or find()
     if (tc.lib_dir / "libcudart.so").exists():
         return None
     real = sorted(tc.lib_dir.glob("libcudart.so.*"))
     if not real:
         return None
-    d = Path(under) / "linkdir" / hashlib.sha1(str(real[0]).encode()).hexdigest()[:10]
-    d.mkdir(parents=True, exist_ok=True)
+    d = ROOT / "build" / "cudart" / hashlib.sha1(str(real[0]).encode()).hexdigest()[:10]
     link = d / "libcudart.so"
     if not link.exists():
+        d.mkdir(parents=True, exist_ok=True)
         tmp = d / f".tmp{os.getpid()}"
         tmp.unlink(missing_ok=True)
         tmp.symlink_to(real[0])
