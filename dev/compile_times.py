@@ -48,9 +48,9 @@ print(f"@@ {time.perf_counter() - t0:.3f} 0")
 """
 
 
-def one(code: str, args: list[str], cache: Path, env_extra: dict | None = None) -> tuple[float, bool]:
-    env = dict(os.environ, COURSE_CACHE=str(cache), PYTHONPATH=str(ROOT), **(env_extra or {}))
-    p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=ROOT)
+def one(code: str, args: list[str], cache: Path, root: Path = ROOT) -> tuple[float, bool]:
+    env = dict(os.environ, COURSE_CACHE=str(cache), PYTHONPATH=str(root), COURSE_ROOT=str(root))
+    p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=root)
     line = next((l for l in p.stdout.splitlines() if l.startswith("@@ ")), None)
     if line is None:
         raise RuntimeError(f"{args}: {(p.stderr or p.stdout)[-1500:]}")
@@ -75,8 +75,11 @@ def rounds_of(path: Path, solution: bool) -> tuple[float, float, float]:
 
 def main(argv):
     solution = "--solutions" in argv
-    rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else 3
-    wanted = {int(a) for a in argv if a.isdigit() and (argv.index(a) == 0 or argv[argv.index(a) - 1] != "--rounds")}
+    rounds = 3
+    if "--rounds" in argv:
+        i = argv.index("--rounds")
+        rounds, argv = int(argv[i + 1]), argv[:i] + argv[i + 2:]
+    wanted = {int(a) for a in argv if a.isdigit()}
     files = [p for p in sorted((ROOT / ("solutions" if solution else "kernels")).glob("[0-9][0-9]_*/*.cu"))
              if not wanted or int(p.parent.name[:2]) in wanted]
     print(f"{os.cpu_count()} CPU cores; each load in a fresh process (torch already imported); {rounds} rounds; "
@@ -86,7 +89,7 @@ def main(argv):
             root = Path(tmp) / "root"
             shutil.copytree(ROOT / "harness", root / "harness", ignore=shutil.ignore_patterns("__pycache__"))
             (root / "lessons").mkdir()
-            secs, _ = one(RUNTIME, [], Path(tmp) / "cache", {"COURSE_ROOT": str(root), "PYTHONPATH": str(root)})
+            secs, _ = one(RUNTIME, [], Path(tmp) / "cache", root)
         print(f"binding runtime (once per torch and Python): {secs:.1f} s (load {os.getloadavg()[0]:.1f})\n")
     print(f"{'file':<44} {'cold':>11} {'after edit':>11} {'cached':>11} {'load':>5}")
     rows = {p: [] for p in files}

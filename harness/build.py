@@ -44,7 +44,7 @@ ROOT = toolchain.ROOT
 HERE = Path(__file__).resolve().parent
 BUILD_VERSION = "3"  # bump when the generated binding or flags change, to invalidate caches
 KEEP_BUILDS = 8  # cached builds kept per kernel file; older ones are removed
-KEEP_NINJA_DIRS = 3  # load_inline build directories kept per kernel file (one per set of EXPORT declarations)
+KEEP_NINJA_DIRS = 4  # load_inline build directories kept per kernel file (one per set of EXPORT declarations)
 CUDA_FLAGS = ["-O3", "-lineinfo", "-Xptxas=-v"]
 # The language settings every kernel file is compiled with (torch's extension builder adds the same ones, and the
 # lessons' half-precision code is written against them: no implicit __half operators or conversions). Passed
@@ -582,10 +582,21 @@ def runtime():
 
 
 def _prune(parent: Path, prefix: str, keep: Path, n: int = KEEP_BUILDS):
+    """Remove all but the n most recently used folders `prefix`* of `parent`; a folder whose lock is held (a build in
+    progress, as in parallel builds of one file's variants) is left alone."""
     olds = sorted((p for p in parent.glob(prefix + "*") if p.is_dir() and p != keep),
                   key=lambda p: p.stat().st_mtime, reverse=True)
     for p in olds[n - 1:]:
-        shutil.rmtree(p, ignore_errors=True)
+        lock = p / "course.lock"
+        if lock.exists():
+            with open(lock) as f:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    continue
+                shutil.rmtree(p, ignore_errors=True)
+        else:
+            shutil.rmtree(p, ignore_errors=True)
 
 
 _LOADED: dict[Path, object] = {}  # kernel modules this process has imported, by path (a path is imported once)
