@@ -247,6 +247,8 @@ def _wrappers(exports: list[Export]) -> str:
         "  return (int)e;",
         "}",
         'extern "C" const char* course_error_name(int e) { return cudaGetErrorName((cudaError_t)e); }',
+        'extern "C" int course_stream_query(void* s) { return (int)cudaStreamQuery((cudaStream_t)s); }',
+        'extern "C" int course_sync(void) { return course_check(1); }',
         'extern "C" const char* course_error_string(int e) { return cudaGetErrorString((cudaError_t)e); }',
     ]
     wire = {"ptr": "void*", "stream": "void*", "int": "long long", "float": "double"}
@@ -271,19 +273,67 @@ class _Library:
         self.dll = ctypes.CDLL(str(so), mode=os.RTLD_NOW | os.RTLD_LOCAL)
         for f in (self.dll.course_error_name, self.dll.course_error_string):
             f.argtypes, f.restype = [ctypes.c_int], ctypes.c_char_p
+        self.dll.course_stream_query.argtypes, self.dll.course_stream_query.restype = [ctypes.c_void_p], ctypes.c_int
+        self.dll.course_sync.argtypes, self.dll.course_sync.restype = [], ctypes.c_int
         for ex in exports:
             fn = getattr(self.dll, WRAPPER_PREFIX + ex.name)
             fn.argtypes = [self._WIRE[p.kind] for p in ex.params] + [ctypes.c_int]
             fn.restype = ctypes.c_int
-            setattr(self, ex.name, self._caller(ex.name, fn))
+            setattr(self, ex.name, self._caller(ex.name, fn, bool(ex.params) and ex.params[-1].kind == "stream"))
 
-    def _caller(self, name: str, fn):
+    def _raise(self, name: str, err: int):
+        raise RuntimeError(f"{name}: CUDA error {self.dll.course_error_name(err).decode()}: "
+                           f"{self.dll.course_error_string(err).decode()}")
+
+    def _caller(self, name: str, fn, has_stream: bool):
         def call(*args):
-            err = fn(*args[:-1], int(bool(args[-1])))
+            sync, stream = bool(args[-1]), args[-2] if has_stream else None  # None: the default stream
+            err = fn(*args[:-1], 0)  # the launch's own error (a bad configuration) comes back at once
             if err:
-                raise RuntimeError(f"{name}: CUDA error {self.dll.course_error_name(err).decode()}: "
-                                   f"{self.dll.course_error_string(err).decode()}")
+                self._raise(name, err)
+            if sync:  # wait for the kernel, polling, so a hang is reported instead of waited on forever
+                wait_for_stream(lambda: self.dll.course_stream_query(stream), name)
+                err = self.dll.course_sync()
+                if err:
+                    self._raise(name, err)
         return call
+
+
+class KernelHang(RuntimeError):
+    """A launch ran past hang_limit_s(): it never returns, and the GPU is still running it."""
+
+
+def hang_limit_s() -> float:
+    """How long one launch under check may take before it is called hung (COURSE_CHECK_TIMEOUT, seconds). A right
+    kernel takes milliseconds on the check shapes; a hung one (a wrong mbarrier parity, a __syncthreads() some
+    threads never reach, a loop that never ends) never returns, and a plain synchronize would wait with it."""
+    try:
+        return max(1.0, float(os.environ.get("COURSE_CHECK_TIMEOUT", "30")))
+    except ValueError:
+        return 30.0
+
+
+def hang_message(what: str, limit_s: float) -> str:
+    return (f"{what} has run for {limit_s:.0f} s without finishing: it hangs (a wrong mbarrier parity, a "
+            "__syncthreads() that some threads of a block never reach, a loop whose exit condition never comes "
+            "true). The GPU is still running it, so every later CUDA call would wait behind it: restart the "
+            "notebook's kernel (Kernel → Restart). grade.check_isolated() runs a check in a child process, where a "
+            "hang costs nothing but the time limit (COURSE_CHECK_TIMEOUT seconds).")
+
+
+_NOT_READY = 600  # cudaErrorNotReady: the stream still has work
+
+
+def wait_for_stream(query, what: str, limit_s: float | None = None):
+    """Poll `query()` (a cudaStreamQuery-like call: 600 while work runs) until the work is done, sleeping between
+    polls (a notebook's interrupt button works), and raise KernelHang after limit_s."""
+    limit_s = hang_limit_s() if limit_s is None else limit_s
+    t0, nap = time.monotonic(), 1e-5
+    while query() == _NOT_READY:
+        if time.monotonic() - t0 > limit_s:
+            raise KernelHang(hang_message(what, limit_s))
+        time.sleep(nap)
+        nap = min(2 * nap, 0.02)
 
 
 # ----------------------------------------------------------------------------------------------

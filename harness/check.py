@@ -28,44 +28,21 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import guard, problems
+from . import build, catalog, guard, problems
 # The poison and guard bands live in guard.py (problems' launchers use them too); named here as well, since notebooks
 # and tests reach them as check.poisoned, check.Guarded, ...
 from .guard import POISON_BITS, Guarded, is_poison, poisoned, scratch  # noqa: F401
 
 
-class KernelHang(RuntimeError):
-    """A kernel under check ran past hang_limit_s(): it never returns, and the GPU is still running it."""
-
-
-def hang_limit_s() -> float:
-    """How long one call of a kernel under check may take before it is called hung (COURSE_CHECK_TIMEOUT, seconds).
-    A right kernel takes milliseconds on the check shapes; a hung one (a wrong mbarrier parity, a __syncthreads()
-    some threads never reach, a loop that never ends) never returns, and torch.cuda.synchronize() would freeze the
-    notebook with it."""
-    try:
-        return max(1.0, float(os.environ.get("COURSE_CHECK_TIMEOUT", "30")))
-    except ValueError:
-        return 30.0
+KernelHang, hang_limit_s = build.KernelHang, build.hang_limit_s  # where notebooks and grade look for them
 
 
 def wait_for_gpu(what: str, limit_s: float | None = None):
     """Wait for the GPU's work so far, like torch.cuda.synchronize(), but give up with KernelHang after limit_s (a
     Python loop, so a notebook's interrupt button also works). A fault of the kernel raises as it would there."""
-    limit_s = hang_limit_s() if limit_s is None else limit_s
     done = torch.cuda.Event()
     done.record()
-    t0, nap = time.monotonic(), 1e-4
-    while not done.query():
-        if time.monotonic() - t0 > limit_s:
-            raise KernelHang(
-                f"{what} has run for {limit_s:.0f} s without finishing: it hangs (a wrong mbarrier parity, a "
-                "__syncthreads() that some threads of a block never reach, a loop whose exit condition never "
-                "comes true). The GPU is still running it, so every later CUDA call would wait behind it: restart "
-                "the notebook's kernel (Kernel → Restart). grade.check_isolated() runs a check in a child process, "
-                "where a hang costs nothing but the time limit (COURSE_CHECK_TIMEOUT seconds).")
-        time.sleep(nap)
-        nap = min(2 * nap, 0.02)
+    build.wait_for_stream(lambda: 0 if done.query() else build._NOT_READY, what, limit_s)
 
 
 # (rtol, atol as a fraction of the reference's RMS) by output dtype.
@@ -368,9 +345,15 @@ def check(problem, op, shapes=None, *, specials: bool | None = None, name: str |
     name = name or getattr(op, "__name__", None) or problem.name
     out_name = getattr(problem, "out_name", None) or ("y" if isinstance(problem, problems.Linear) else "out")
     cases = [(tuple(shape), None) for shape in shapes]
-    if run_specials:
-        cases += [(tuple(sp.shape), sp) for sp in problems.specials_of(problem)]
     reports, skipped = [], []
+    # The shapes every kernel of this problem takes (catalog.SHAPES): a special outside them is not run even where
+    # the op is a bare binding that would not refuse it (a 16-byte-row kernel given K = 7 would fault, not fail).
+    rules = catalog.SHAPES.get(getattr(problem, "name", None))
+    for sp in problems.specials_of(problem) if run_specials else ():
+        if rules is not None and not rules.accepts(tuple(sp.shape)):
+            skipped.append(f"{problem.describe(tuple(sp.shape))} [{sp.name}]: {'; '.join(rules.violations(sp.shape))}")
+        else:
+            cases.append((tuple(sp.shape), sp))
     for shape, special in cases:
         s = seed_for_check() if seed is None else seed
         gen = torch.Generator(device=device).manual_seed(s)
