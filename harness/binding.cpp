@@ -3,7 +3,8 @@
 // call() takes a launcher's Python arguments, checks each against its C declaration (a const float* must be a
 // contiguous float32 CUDA tensor, all on one device; a pointer the kernel writes must not be an expanded view; an
 // int must be a Python int that fits its C type), makes the tensors' device current, passes torch's current stream
-// on it, launches, and checks the launch (after a device synchronize when COURSE_SYNC is set).
+// on it, launches, and checks the launch. With COURSE_SYNC set it returns the stream, and the Python side waits for
+// the kernel (polling it, so that a hang is reported) and raises the error it left.
 //
 // It does not word its refusals: any argument it refuses raises course_binding.Refused, and the Python side
 // (harness/build.py, KernelFunction) runs its own checks to say which argument is wrong and why. The messages live
@@ -130,16 +131,13 @@ PyObject* call(course_launcher* L, PyObject* const* args, Py_ssize_t nargs) {
         c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
         if (L->has_stream) v[L->nargs].p = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
         L->launch(v);
-        cudaError_t e = cudaGetLastError();
-        if (e == cudaSuccess && sync_requested()) {
-            Py_BEGIN_ALLOW_THREADS
-            e = cudaDeviceSynchronize();
-            Py_END_ALLOW_THREADS
-        }
+        const cudaError_t e = cudaGetLastError();  // the launch's own error (a bad configuration) comes back at once
         if (e != cudaSuccess) {
             PyErr_Format(PyExc_RuntimeError, "%s: CUDA error %s: %s", L->name, cudaGetErrorName(e), cudaGetErrorString(e));
             return nullptr;
         }
+        // COURSE_SYNC: the caller waits for the kernel (polling, so that a hang is reported): it gets the stream
+        if (sync_requested()) return PyLong_FromVoidPtr(L->has_stream ? v[L->nargs].p : nullptr);
         Py_RETURN_NONE;
     } catch (const std::exception& e) {
         if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "%s: %s", L->name, e.what());
@@ -155,8 +153,39 @@ PyObject* error_name(PyObject*, PyObject* arg) {  // cudaGetErrorName, for tests
     return PyUnicode_FromString(cudaGetErrorName(static_cast<cudaError_t>(code)));
 }
 
+PyObject* error_string(PyObject*, PyObject* arg) {
+    const long code = PyLong_AsLong(arg);
+    if (code == -1 && PyErr_Occurred()) return nullptr;
+    return PyUnicode_FromString(cudaGetErrorString(static_cast<cudaError_t>(code)));
+}
+
+PyObject* stream_query(PyObject*, PyObject* arg) {  // cudaStreamQuery: 600 (cudaErrorNotReady) while work runs
+    void* s = PyLong_AsVoidPtr(arg);
+    if (!s && PyErr_Occurred()) return nullptr;
+    cudaError_t e;
+    Py_BEGIN_ALLOW_THREADS
+    e = cudaStreamQuery(static_cast<cudaStream_t>(s));
+    Py_END_ALLOW_THREADS
+    if (e == cudaErrorNotReady) cudaGetLastError();  // not an error: leave none behind
+    return PyLong_FromLong(static_cast<long>(e));
+}
+
+PyObject* stream_sync(PyObject*, PyObject* arg) {  // the error the stream's work left, once it is done (0: none)
+    void* s = PyLong_AsVoidPtr(arg);
+    if (!s && PyErr_Occurred()) return nullptr;
+    cudaError_t e;
+    Py_BEGIN_ALLOW_THREADS
+    e = cudaStreamSynchronize(static_cast<cudaStream_t>(s));
+    if (e == cudaSuccess) e = cudaGetLastError();
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(static_cast<long>(e));
+}
+
 PyMethodDef methods[] = {
     {"error_name", error_name, METH_O, "cudaGetErrorName(code)"},
+    {"error_string", error_string, METH_O, "cudaGetErrorString(code)"},
+    {"stream_query", stream_query, METH_O, "cudaStreamQuery(stream handle)"},
+    {"stream_sync", stream_sync, METH_O, "cudaStreamSynchronize(stream handle), then cudaGetLastError"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -49,9 +49,10 @@ typedef struct {
     int version;  // COURSE_BINDING_VERSION
     // Resolves a launcher's dtype names; 0, or -1 with a Python error set.
     int (*prepare)(course_launcher* launcher);
-    // Checks the arguments, launches on torch's current stream of the tensors' device, checks the launch.
-    // Arguments it refuses raise course_binding.Refused (harness.build then says why, in words); a failed
-    // launch raises RuntimeError naming the CUDA error.
+    // Checks the arguments, launches on torch's current stream of the tensors' device, checks the launch, and
+    // returns None (with COURSE_SYNC set: the stream, as an int, for the caller to wait on). Arguments it refuses
+    // raise course_binding.Refused (harness.build then says why, in words); a failed launch raises RuntimeError
+    // naming the CUDA error.
     PyObject* (*call)(course_launcher* launcher, PyObject* const* args, Py_ssize_t nargs);
 } course_api;
 

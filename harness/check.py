@@ -1,7 +1,9 @@
 """Is a kernel right? Compare it with a higher-precision reference and say exactly what is wrong.
 
 The rules (the same in notebooks and tests):
-- fresh random inputs for every check, never zeros;
+- fresh random inputs for every check, never zeros; and besides them, each problem's special inputs
+  (problems.Special: the codes at a format's ends, subnormal and huge scales, tiny and huge rows, logits of ±1000,
+  tile edges), where one term of the reference decides the result, which random inputs never make count;
 - the output is poisoned before the run with a NaN carrying a recognisable bit pattern, so an element
   the kernel never wrote is caught and told apart from a NaN the kernel computed;
 - NaN or inf never passes;
@@ -21,18 +23,35 @@ import dataclasses
 import inspect
 import math
 import os
+import time
 from dataclasses import dataclass, field
 
 import torch
 
-from . import guard, problems
+from . import build, catalog, guard, problems
 # The poison and guard bands live in guard.py (problems' launchers use them too); named here as well, since notebooks
 # and tests reach them as check.poisoned, check.Guarded, ...
 from .guard import POISON_BITS, Guarded, is_poison, poisoned, scratch  # noqa: F401
 
+
+KernelHang, hang_limit_s = build.KernelHang, build.hang_limit_s  # where notebooks and grade look for them
+
+
+def wait_for_gpu(what: str, limit_s: float | None = None):
+    """Wait for the GPU's work so far, like torch.cuda.synchronize(), but give up with KernelHang after limit_s (a
+    Python loop, so a notebook's interrupt button also works). A fault of the kernel raises as it would there."""
+    done = torch.cuda.Event()
+    done.record()
+    build.wait_for_stream(lambda: 0 if done.query() else build._NOT_READY, what, limit_s)
+
+
 # (rtol, atol as a fraction of the reference's RMS) by output dtype.
 TOLERANCE = {torch.float64: (1e-9, 1e-9), torch.float32: (1e-4, 1e-4), torch.float16: (5e-3, 5e-3),
              torch.bfloat16: (2e-2, 2e-2), torch.int32: (0.0, 0.0), torch.int8: (0.0, 0.0)}
+# The smallest absolute tolerance an FP16 output gets: below 2^-14 FP16 values are the multiples of 2^-24, so a
+# correctly rounded output is up to 2^-25 off, and one FP16 rounding on the way (a subnormal scale times a code) as
+# much again. Only outputs that tiny feel it (a special input's subnormal scales or silu's far tail).
+FP16_STEP = 2.0 ** -24
 
 
 def _named_tensors(inputs, names) -> list[tuple[str, torch.Tensor]]:
@@ -120,6 +139,7 @@ class Report:
     wrong_mask: torch.Tensor | None = None  # on the CPU, for the heatmap
     note: str = ""
     faults: list = field(default_factory=list)  # writes outside the output: guard bands, inputs
+    per_row: bool = False  # the absolute tolerance is per output row (atol: the smallest row's)
 
     def summary(self) -> str:
         head = f"{'PASS' if self.ok else 'FAIL'}  {self.name}  {self.shape_desc}  ({str(self.dtype).replace('torch.', '')})"
@@ -141,8 +161,10 @@ class Report:
                          "accumulator, a read out of bounds, or a missing __syncthreads")
         written_wrong = self.wrong - self.unwritten - self.nonfinite
         if written_wrong > 0:
-            lines.append(f"  {written_wrong:,} were written with a wrong value "
-                         f"(tolerance |got−ref| ≤ {self.atol:.3g} + {self.rtol:g}·|ref|)")
+            tol = (f"per row |got−ref| ≤ {TOLERANCE.get(self.dtype, (0, 1e-4))[1]:g}·(the row's RMS) + "
+                   f"{self.rtol:g}·|ref|, at least {self.atol:.3g}" if self.per_row
+                   else f"|got−ref| ≤ {self.atol:.3g} + {self.rtol:g}·|ref|")
+            lines.append(f"  {written_wrong:,} were written with a wrong value (tolerance {tol})")
         if self.examples:
             lines.append("  first wrong elements [index]: got vs expected")
             for idx, got, exp in self.examples:
@@ -168,19 +190,28 @@ class Report:
 
 def compare(got: torch.Tensor, ref: torch.Tensor, *, name: str = "output", shape_desc: str = "",
             rtol: float | None = None, atol: float | None = None, seed: int | None = None,
-            max_examples: int = 5, scale: float | None = None) -> Report:
+            max_examples: int = 5, scale: float | torch.Tensor | None = None) -> Report:
     """Compare `got` with the higher-precision `ref` (same shape). Poison still in `got` counts
     as unwritten; NaN/inf anywhere fails. The absolute tolerance is the dtype's fraction of `scale`
-    (default: the reference's RMS)."""
+    (default: the reference's RMS; a tensor broadcast against ref, such as each row's RMS, gives each element its
+    own), and for FP16 outputs at least FP16_STEP."""
     if got.shape != ref.shape:
         raise ValueError(f"{name}: output shape {tuple(got.shape)} differs from the reference's {tuple(ref.shape)}")
     dt = got.dtype
     d_rtol, d_atol = TOLERANCE.get(dt, (1e-4, 1e-4))
     rtol = d_rtol if rtol is None else rtol
     ref64 = ref.double()
-    rms = ref64.pow(2).mean().sqrt().item() if ref64.numel() else 0.0
-    rms = rms if scale is None or not math.isfinite(scale) else scale
-    atol = d_atol * (rms if rms > 0 else 1.0) if atol is None else atol
+    per_row = isinstance(scale, torch.Tensor)
+    if atol is None and per_row:
+        atol = d_atol * scale.to(device=ref64.device, dtype=torch.float64)
+        if dt == torch.float16:
+            atol = atol.clamp_min(FP16_STEP)
+    elif atol is None:
+        rms = ref64.pow(2).mean().sqrt().item() if ref64.numel() else 0.0
+        rms = rms if scale is None or not math.isfinite(scale) else scale
+        atol = d_atol * (rms if rms > 0 else 1.0)
+        if dt == torch.float16:
+            atol = max(atol, FP16_STEP)
     unwritten = is_poison(got) if dt in POISON_BITS else torch.zeros_like(got, dtype=torch.bool)
     g64 = got.double()
     nonfinite = ~torch.isfinite(g64) & ~unwritten
@@ -192,8 +223,9 @@ def compare(got: torch.Tensor, ref: torch.Tensor, *, name: str = "output", shape
     num = (g64[fin] - ref64[fin]).norm().item() if fin.any() else float("nan")
     den = ref64[fin].norm().item() if fin.any() else float("nan")
     rel = num / den if den else (0.0 if num == 0 else float("inf"))
+    atol_min = (float(atol.min()) if atol.numel() else 0.0) if per_row else float(atol)
     rep = Report(name, shape_desc or "x".join(map(str, got.shape)), dt, n_bad == 0, got.numel(), n_bad,
-                 int(unwritten.sum()), int(nonfinite.sum()), rel, rtol, atol, seed)
+                 int(unwritten.sum()), int(nonfinite.sum()), rel, rtol, atol_min, seed, per_row=per_row)
     if n_bad:
         written_bad = bad & ~unwritten & ~nonfinite
         if written_bad.any() and bool((g64[written_bad] == 0).all()):
@@ -268,9 +300,11 @@ class CheckFailed(AssertionError):
 
 @dataclass
 class CheckResult:
-    """Reports for every shape a kernel was checked on."""
+    """Reports for every shape a kernel was checked on; `skipped`: the special inputs whose shape the kernel does
+    not take (it refused them with a ShapeError before any launch, as catalog's rules say), one line each."""
     name: str
     reports: list[Report]
+    skipped: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -278,7 +312,11 @@ class CheckResult:
 
     def __str__(self):
         verdict = "all passed" if self.ok else f"{sum(not r.ok for r in self.reports)} of {len(self.reports)} FAILED"
-        return "\n".join([f"{self.name}: {verdict}"] + [r.summary() for r in self.reports])
+        lines = [f"{self.name}: {verdict}"] + [r.summary() for r in self.reports]
+        if self.skipped:
+            lines.append(f"{len(self.skipped)} special input(s) not run: shapes this kernel does not take")
+            lines += ["  " + s for s in self.skipped]
+        return "\n".join(lines)
 
     def _repr_pretty_(self, p, cycle):
         p.text(str(self))
@@ -292,20 +330,35 @@ class CheckResult:
         return self
 
 
-def check(problem, op, shapes=None, *, name: str | None = None, seed: int | None = None, repeats: int = 3,
-          device: str = "cuda") -> CheckResult:
+def check(problem, op, shapes=None, *, specials: bool | None = None, name: str | None = None, seed: int | None = None,
+          repeats: int = 3, device: str = "cuda") -> CheckResult:
     """Run `op` (a bound kernel or any callable problem.call understands) on fresh random inputs for each shape,
     with the output poisoned inside poisoned guard bands, and compare with the problem's reference; `repeats` runs
     per shape on the same inputs (a race shows in some runs only). Writes past the output, into scratch's guard
-    bands or into an input fail the shape too. device="cpu" checks Python ops on CPU tensors."""
+    bands or into an input fail the shape too. device="cpu" checks Python ops on CPU tensors.
+    With the problem's own shapes (shapes=None) the check also runs its special inputs (problems.specials_of: the
+    inputs where each term of the reference counts, which random ones never reach), each report naming the special;
+    with explicit shapes only if specials=True. A special whose shape the op refuses with a ShapeError (a catalog
+    kernel outside its rules) is skipped and listed in the result's `skipped`, not failed."""
+    run_specials = shapes is None if specials is None else bool(specials)
     shapes = problem.check_shapes if shapes is None else shapes
     name = name or getattr(op, "__name__", None) or problem.name
     out_name = getattr(problem, "out_name", None) or ("y" if isinstance(problem, problems.Linear) else "out")
-    reports = []
-    for shape in shapes:
+    cases = [(tuple(shape), None) for shape in shapes]
+    reports, skipped = [], []
+    # The shapes every kernel of this problem takes (catalog.SHAPES): a special outside them is not run even where
+    # the op is a bare binding that would not refuse it (a 16-byte-row kernel given K = 7 would fault, not fail).
+    rules = catalog.SHAPES.get(getattr(problem, "name", None))
+    for sp in problems.specials_of(problem) if run_specials else ():
+        if rules is not None and not rules.accepts(tuple(sp.shape)):
+            skipped.append(f"{problem.describe(tuple(sp.shape))} [{sp.name}]: {'; '.join(rules.violations(sp.shape))}")
+        else:
+            cases.append((tuple(sp.shape), sp))
+    for shape, special in cases:
         s = seed_for_check() if seed is None else seed
         gen = torch.Generator(device=device).manual_seed(s)
-        inputs = problem.make_inputs(shape, gen, device=device)
+        inputs = special.make(gen, device) if special else problem.make_inputs(shape, gen, device=device)
+        desc = problem.describe(shape) + (f" [{special.name}]" if special else "")
         names = _input_names(op, len(inputs))
         before = [(n, t.detach().clone()) for n, t in _named_tensors(inputs, names)]
         # inputs the problem lets a kernel write (a KV cache's new row), by position: whatever the op's parameters
@@ -313,7 +366,7 @@ def check(problem, op, shapes=None, *, name: str | None = None, seed: int | None
         writable = {id(inputs[i]): w for i, w in problem.writable(inputs).items()} \
             if hasattr(problem, "writable") else {}
         out = Guarded(problem.out_shape(shape), problem.out_dtype, device, name=out_name)
-        rep, first = None, None
+        rep, first, refused = None, None, False
         with guard.guarded_scratch() as scratches:
             for run in range(max(1, repeats)):
                 if run:
@@ -322,10 +375,19 @@ def check(problem, op, shapes=None, *, name: str | None = None, seed: int | None
                 try:
                     problem.call(op, inputs, out.tensor)
                     if device != "cpu":
-                        torch.cuda.synchronize()
+                        wait_for_gpu(f"{name} at {desc}")
+                except KernelHang:
+                    raise
+                except problems.ShapeError as e:
+                    if special is not None:  # refused before any launch: a shape outside this kernel's rules
+                        why = str(e).split("this kernel takes: ", 1)[-1].split(". It takes", 1)[0]
+                        skipped.append(f"{desc}: {why}")
+                        refused = True
+                        break
+                    note = f"the call raised {type(e).__name__}: {e}"
                 except (RuntimeError, ValueError, TypeError) as e:
                     if "CUDA error" in str(e):  # a fault leaves the CUDA context unusable: stop here
-                        raise RuntimeError(f"{name} crashed at {problem.describe(shape)}: {e}. The CUDA context of "
+                        raise RuntimeError(f"{name} crashed at {desc}: {e}. The CUDA context of "
                                            "this process is now unusable: restart the kernel. grade.check_isolated() "
                                            "runs a check in a child process (optionally under compute-sanitizer "
                                            "memcheck, which names the faulting access) so this cannot happen.") from e
@@ -337,7 +399,12 @@ def check(problem, op, shapes=None, *, name: str | None = None, seed: int | None
                 if rep is None:
                     ref = problem.reference(inputs)
                     scale = _output_scale(problem, inputs, ref)
-                r = compare(got, ref, name=name, shape_desc=problem.describe(shape), seed=s, scale=scale)
+                    if special is not None and special.rows:
+                        # Rows orders of magnitude apart (a norm's tiny and huge rows, say): the whole output's RMS
+                        # is the huge rows', and a fraction of it would pass any value in a tiny row. Each row is
+                        # measured against its own RMS instead (a zero row must then come out zero).
+                        scale = ref.double().pow(2).mean(dim=-1, keepdim=True).sqrt()
+                r = compare(got, ref, name=name, shape_desc=desc, seed=s, scale=scale)
                 if note:
                     r.ok, r.note = False, note
                     r.wrong = max(r.wrong, 1)
@@ -353,12 +420,14 @@ def check(problem, op, shapes=None, *, name: str | None = None, seed: int | None
                     rep = r
                 if not rep.ok:
                     break
+        if refused:
+            continue
         changed = _changed_inputs(before, _named_tensors(inputs, names), writable)
         if changed:
             rep.ok = False
             rep.faults = rep.faults + changed
         reports.append(rep)
-    return CheckResult(name, reports)
+    return CheckResult(name, reports, skipped)
 
 
 def _output_scale(problem, inputs, ref) -> float | None:

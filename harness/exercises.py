@@ -189,15 +189,21 @@ def main(argv: list[str]) -> int:
         if why:
             print(f"exercises: {why}", file=sys.stderr)
             return 3
-        for sol, ex in pairs():
-            if only and int(sol.relative_to(SOL).parts[0][:2]) not in {int(n) for n in only}:
+        # The learner's files (kernels/), and the stubs solutions/ would give where one is missing: a copy of the
+        # course without solutions/ still lists every exercise.
+        files = {ex: sol for sol, ex in pairs()}
+        files.update({p: SOL / p.relative_to(EX) for p in EX.rglob("*")
+                      if p.is_file() and p not in files and "__pycache__" not in p.parts
+                      and p.suffix in (".cu", ".py", ".md") and ".bak-" not in p.name})
+        for ex, sol in sorted(files.items()):
+            if only and int(ex.relative_to(EX).parts[0][:2]) not in {int(n) for n in only}:
                 continue
             try:
                 regs = regions(ex) if ex.exists() else []
             except ExerciseError:  # the learner's file lost a marker: show where the solution has it
                 regs = []
-            shown = ex if regs else sol
-            for r in regs or regions(sol):
+            shown = ex if regs or not sol.exists() else sol
+            for r in regs or (regions(sol) if sol.exists() else []):
                 print(f"{r.ident:<8} {shown.relative_to(ROOT)}:{r.line}  {r.title}")
         return 0
     if cmd == "check":

@@ -2,6 +2,7 @@
 lesson and exercise, and takes down neither the notebook nor the grading run.
 
     python -m harness.grade [LESSON ...] [--solutions] [--sanitize memcheck|racecheck] [--no-racecheck] [--timeout S]
+                            [--jobs N]
 
 In a notebook: `grade.check_isolated(lesson, launcher)` returns the same report as `check.check`, or says
 how the child died (an illegal address, a time-out) instead of leaving a dead CUDA context behind.
@@ -24,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,10 +80,17 @@ def _child(argv: list[str]) -> int:
     if entry is not None:  # the catalog knows the launcher's problem (dtypes, formats, shapes)
         prob = entry.problem
         small = prob.check_shapes[:2]
+        # refusing the shapes the kernel does not take (a special input with K off its 16-byte rule) as the catalog does
+        op = catalog.constrained(prob, prob.bind(getattr(mod, o.launcher)), catalog.shapes(entry))
     else:
         prob, small = PROBLEMS[o.problem](), SMALL[o.problem]
+        op = prob.bind(getattr(mod, o.launcher))
     try:
-        res = check.check(prob, prob.bind(getattr(mod, o.launcher)), small if o.small else None, repeats=o.repeats)
+        res = check.check(prob, op, small if o.small else None, repeats=o.repeats)
+    except check.KernelHang as e:  # the GPU is still running it: report, and leave without waiting for it
+        print(MARK + json.dumps({"status": "timeout", "text": str(e).split(" The GPU is still running it")[0]}),
+              flush=True)
+        os._exit(1)
     except Exception as e:  # a failed launch raises: the parent reports its message, not a line of the traceback
         traceback.print_exc()
         while e.__cause__ is not None:  # check's advice to restart a notebook's kernel wraps the launch's own error
@@ -103,10 +112,14 @@ def _sanitizer() -> str | None:
 
 
 def check_isolated(lesson: int | None = None, launcher: str | None = None, *, file: str | Path | None = None,
-                   problem: str = "linear", solution: bool | None = None, timeout: float = 300,
+                   problem: str = "linear", solution: bool | None = None, timeout: float | None = None,
                    sanitize: str | None = None) -> Outcome:
-    """Check one launcher in a child process (lesson + launcher from the catalog, or file + problem)."""
+    """Check one launcher in a child process (lesson + launcher from the catalog, or file + problem). The child
+    reports a hang itself once one launch runs past check.hang_limit_s() (four times that under compute-sanitizer);
+    `timeout` (default: that limit plus two minutes for starting up and compiling) is the backstop."""
     solution = build.use_solutions() if solution is None else solution
+    if timeout is None:
+        timeout = (4 if sanitize else 1) * check.hang_limit_s() + 120
     if file is None:
         k = next((k for k in catalog.kernels(lesson) if k.launcher == launcher), None)
         if k is None:
@@ -133,6 +146,10 @@ def check_isolated(lesson: int | None = None, launcher: str | None = None, *, fi
         cmd = [tool, "--tool", sanitize, "--print-limit", "20"] + cmd + ["--small", "--repeats", "1"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(build.ROOT), os.environ.get("PYTHONPATH", "")]),
                PYTHONUNBUFFERED="1", COURSE_SYNC="1")
+    if sanitize:  # a kernel runs many times slower under compute-sanitizer
+        env["COURSE_CHECK_TIMEOUT"] = str(4 * check.hang_limit_s())
+    if sanitize == "memcheck":  # each tensor its own allocation: a read or write past it is then past the allocation
+        env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=build.ROOT)
     except subprocess.TimeoutExpired:
@@ -232,7 +249,7 @@ def race_tools(path: Path) -> list[str]:
 
 
 def look_for_races(out: Outcome, lesson: int | None, launcher: str, *, file: Path, problem: str = "linear",
-                   solution: bool, timeout: float, skip: tuple = ()) -> Outcome:
+                   solution: bool, timeout: float | None = None, skip: tuple = ()) -> Outcome:
     """After a passing check, the same launcher under race_tools(file) on its small shapes: the first that finds
     something makes the outcome; where nothing can run, the outcome gets a note that says so."""
     if out.status == "not-run":
@@ -268,25 +285,41 @@ def _compile_once(solution: bool, lessons: list[int] | None) -> dict[tuple[int, 
     return failed
 
 
+def default_jobs() -> int:
+    """Checks graded at once: each is a child process on the same GPU (a few hundred MB each), so a few at a time
+    where there is a GPU; one where there is none (each then only compiles)."""
+    return min(4, os.cpu_count() or 1) if toolchain.gpu_available() else 1
+
+
 def grade(lessons: list[int] | None = None, solution: bool = False, sanitize: str | None = None,
-          timeout: float = 300, races: bool = True) -> list[tuple[str, int, list[str], Outcome]]:
+          timeout: float | None = None, races: bool = True, jobs: int | None = None,
+          progress=None) -> list[tuple[str, int, list[str], Outcome]]:
     """Every exercise of the given lessons, in lesson order: (exercise id, lesson, launchers, outcome of the worst).
     A file that does not compile gives all its exercises one shared compile-error outcome; the other files are
-    graded all the same."""
+    graded all the same. `jobs` checks run at once (default_jobs()); `progress(line)`, if given, hears of each
+    launcher as its check ends."""
     why = build.unknown_lessons(lessons or [])
     if why:
         raise ValueError(why)
     broken = _compile_once(solution, lessons)
-    rows = []
-    for k in catalog.kernels():
-        if (lessons and k.lesson not in lessons) or not k.exercises:  # nothing to grade (a fast kernel, a step to read)
-            continue
+    todo = [k for k in catalog.kernels()  # a fast kernel or a step to read has nothing to grade
+            if (not lessons or k.lesson in lessons) and k.exercises]
+
+    def one(k) -> Outcome:
         how = sanitize or k.stub_check
         out = broken.get((k.lesson, k.file)) or check_isolated(k.lesson, k.launcher, solution=solution,
                                                                timeout=timeout, sanitize=how if how != "check" else None)
         if races and sanitize is None and out.status in ("pass", "not-run"):  # a race can give right values
             out = look_for_races(out, k.lesson, k.launcher, file=build.source_path(k.lesson, k.file, solution),
                                  solution=solution, timeout=timeout, skip=(k.stub_check,))
+        if progress is not None:
+            progress(f"  {', '.join(k.exercises)} ({k.launcher}): {out.status}")
+        return out
+
+    with ThreadPoolExecutor(max(1, jobs or default_jobs())) as pool:
+        outcomes = list(pool.map(one, todo))
+    rows = []
+    for k, out in zip(todo, outcomes):
         for ex in k.exercises:
             rows.append((ex, k.lesson, [k.launcher], out))
     if not lessons or 5 in lessons:  # lesson 05's exercises are Python: checked in-process, on the CPU
@@ -356,14 +389,21 @@ def main(argv=None) -> int:
     ap.add_argument("--no-racecheck", action="store_true",
                     help="do not run the checks of shared-memory kernels again under compute-sanitizer racecheck "
                          "(and synccheck), which grading does by default")
-    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="seconds a check's child process may take in all (default: the hang limit, "
+                         "COURSE_CHECK_TIMEOUT or 30 s per launch, plus two minutes to start and compile)")
+    ap.add_argument("--jobs", type=int, default=None, help="checks run at once (default: up to 4 with a GPU)")
     a = ap.parse_args(argv)
     why = build.unknown_lessons(a.lessons)
     if why:
         print(f"grade: {why}", file=sys.stderr)
         return 3
     build.ANNOUNCE_COMPILES = True
-    rows = grade(a.lessons or None, a.solutions, a.sanitize, a.timeout, races=not a.no_racecheck)
+    if toolchain.gpu_available():
+        print(f"checking each exercise in a child process, {a.jobs or default_jobs()} at a time "
+              f"(a launch that runs past {check.hang_limit_s():.0f} s is reported as a hang):", flush=True)
+    rows = grade(a.lessons or None, a.solutions, a.sanitize, a.timeout, races=not a.no_racecheck, jobs=a.jobs,
+                 progress=(lambda line: print(line, flush=True)) if toolchain.gpu_available() else None)
     shown = set()
     for ex, lesson, launchers, out in rows:  # each problem once, with every exercise it concerns
         if out.ok or out.status == "not-run" or id(out) in shown:

@@ -23,8 +23,8 @@ SKIP_PREFIX = "[skipped here"
 
 
 def skip_line(recorded: bool, reason: str = toolchain.NO_GPU_REASON) -> str:
-    return (f"{SKIP_PREFIX}: this cell {reason}. "
-            + ("The output below was recorded on the reference GPU.]\n" if recorded else "]\n"))
+    return (f"{SKIP_PREFIX}: this cell {reason}."
+            + (" The output below was recorded on the reference GPU.]\n" if recorded else "]\n"))
 
 
 def _src(cell) -> str:

@@ -77,6 +77,22 @@ def test_lessons_found_by_number_everywhere():
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_files_the_lesson_names_are_one_click_away(nb):
+    """Every kernels/ or solutions/ file a lesson's prose names is a link (Lab opens it in a tab) that resolves."""
+    book = nbformat.read(nb, as_version=4)
+    for i, cell in enumerate(book.cells):
+        if cell.cell_type != "markdown":
+            continue
+        bare = re.findall(r"(?<!\[)(?<!<code>)`((?:kernels|solutions)/\d\d_\w+/[\w.]+)`(?!\]\()", cell.source)
+        assert not bare, (f"{nb.name} cell {i} names {bare} without a link: write "
+                          '<a href="../../path"><code>path</code></a> (a link\'s target is then not counted as words)')
+        for target in re.findall(r"\]\(((?:\.\./)+(?:kernels|solutions|lessons|harness|dev|docs)/[^)#\s]+)"
+                                 r"|href=\"((?:\.\./)+[^\"#]+)\"", cell.source):
+            target = next(t for t in target if t)
+            assert (nb.parent / target).resolve().exists(), f"{nb.name} cell {i} links to {target}, which is not there"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_cells_that_launch_kernels_are_tagged(nb):
     book = nbformat.read(nb, as_version=4)
     for i, cell in enumerate(book.cells):

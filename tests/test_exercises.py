@@ -79,6 +79,16 @@ def test_list_gives_lines_of_the_learners_file(capsys):
         assert "BEGIN EXERCISE" in text and ident in text, (where, text)
 
 
+def test_list_works_without_solutions(capsys, monkeypatch, tmp_path):
+    """A copy of the course without solutions/ (a learner's) still lists every exercise, from the markers in kernels/."""
+    assert exercises.main(["list"]) == 0
+    full = capsys.readouterr().out
+    monkeypatch.setattr(exercises, "SOL", tmp_path / "no-solutions")
+    monkeypatch.setattr(exercises, "solution_only", lambda: [])
+    assert exercises.main(["list"]) == 0
+    assert capsys.readouterr().out == full and full.count("\n") >= 25
+
+
 @pytest.mark.parametrize("argv", [["reset", "99"], ["list", "99"], ["reset", "x"]])
 def test_unknown_lesson_is_refused(argv, capsys):
     assert exercises.main(argv) == 3

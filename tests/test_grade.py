@@ -136,6 +136,26 @@ def test_hang_times_out():
 
 
 @pytest.mark.gpu
+def test_the_check_itself_reports_a_hang(monkeypatch):
+    """The child's check gives up on a launch after COURSE_CHECK_TIMEOUT seconds and says so, long before the
+    process's own time limit: a learner waits seconds, not minutes, for the verdict on a hanging kernel."""
+    import time
+    monkeypatch.setenv("COURSE_CHECK_TIMEOUT", "3")
+    t0 = time.monotonic()
+    out = grade.check_isolated(file=FAULTY, launcher="hang", problem="linear", timeout=300)
+    assert out.status == "timeout" and "has run for 3 s without finishing: it hangs" in out.text, str(out)
+    assert time.monotonic() - t0 < 120
+
+
+def test_grading_in_parallel_keeps_lesson_order():
+    """Checks run several at a time; the table is still in lesson and exercise order, each launcher heard of once."""
+    heard = []
+    rows = grade.grade([1, 2], solution=True, jobs=3, progress=heard.append, races=False)
+    assert [(r[1], r[0]) for r in rows] == sorted((r[1], r[0]) for r in rows)
+    assert len(heard) == len({l for r in rows for l in r[2]}) and all(": " in h for h in heard)
+
+
+@pytest.mark.gpu
 def test_memcheck_names_the_bad_write():
     if grade._sanitizer() is None:
         pytest.skip("compute-sanitizer is not installed")

@@ -23,7 +23,7 @@ LAYERS = [
     ("baselines", ["harness.baselines", "harness.baselines.marlin", "harness.baselines.bnb"]),
     ("decode", ["harness.decode"]),
     ("commands", ["harness.run", "harness.grade", "harness.ladder", "harness.report", "harness.exercises",
-                  "harness.doctor", "harness.notebook"]),
+                  "harness.doctor", "harness.notebook", "harness.lab"]),
 ]
 LAYER = {m: i for i, (_, mods) in enumerate(LAYERS) for m in mods}
 

@@ -94,6 +94,9 @@ QUOTES = {
         (r"Ours gains only [\d.]+×\s+\([\d,]+ → ([\d,]+) µs", lambda: f"{row('00', OURS00, N28)['us']:,.0f}"),
         (r"reaches (\d+)% of `torch.add` on the H200", lambda: f"{row('00', OURS00, N28)['pct_baseline']:.0f}"),
         (r"on the H200 and (\d+)% on the H100", lambda: f"{h100_00(OURS00)['pct_baseline']:.0f}"),
+        # section 7's profile reading: DRAM % of peak of scale_add at 2^26 on the H200 (results/H200/ncu)
+        (r"DRAM at (\d+)% of its peak on the H200",
+         lambda: f"{ncu_num(ncu_rows('00_scale_add')[0], 'dram__throughput.avg.pct_of_peak_sustained_elapsed'):.0f}"),
     ],
     "01": [
         (r"cuBLAS reaches (\d+)% of the FP32 roofline",
@@ -106,6 +109,36 @@ QUOTES = {
     "02": [
         (r"makes the kernel ([\d.]+)× faster", lambda: f"{row('02', '02 smem tiled, bank conflicts', G4096)['us'] / row('02', '02 smem tiled, padded', G4096)['us']:.1f}"),
         (r"reaches only ([\d.]+)% of cuBLAS", lambda: f"{row('02', '02 smem tiled, padded', G4096)['pct_baseline']:.1f}"),
+        # step 4's side effect: registers of the unpadded (<0>) and padded (<1>) kernels, from the recorded profile
+        (r"unpadded kernel (\d+) registers instead", lambda: ncu_rows('02_tiled')[0]['launch__registers_per_thread']),
+        (r"registers instead of (\d+), so one block", lambda: ncu_rows('02_tiled')[1]['launch__registers_per_thread']),
+    ],
+    "03": [  # steps 1 and 2 against the tile arithmetic (bench_03.TILES) and lesson 02's recorded profile, 4096³
+        (r"Its profile counts ([\d.]+) shared-load instructions per FMA", lambda: f"{smem_ld_per_ffma02():.2f}"),
+        (r"0\.375 load instructions per FMA against lesson\s+02's (\d\.\d+)", lambda: f"{smem_ld_per_ffma02():.2f}"),
+        (r"reads ([\d.]+)× fewer shared-memory values per FMA", lambda: f"{tile03(0) / tile03(1):.1f}"),
+        (r"it should be about ([\d.]+)× faster", lambda: f"{tile03(0) / tile03(1):.1f}"),
+        (r"lesson 02's kernel: ([\d.]+)×, more than predicted",
+         lambda: f"{row('03', '02 smem tiled, padded', G4096)['us'] / row('03', '03.1 1-D register tile (8x1)', G4096)['us']:.2f}"),
+        (r"Shared loads per FMA fell ([\d.]+)×", lambda: f"{tile03(1) / tile03(2):.1f}"),
+        (r"the time only ([\d.]+)×",
+         lambda: f"{row('03', '03.1 1-D register tile (8x1)', G4096)['us'] / row('03', '03.2 2-D register tile (8x8)', G4096)['us']:.2f}"),
+    ],
+    "04": [  # step 3's reading of step 4's recorded table, the instruction probe (section mma_peak)
+        (r"adds little, ([\d.]+)× in FP16 at 4096³", lambda: f"{db_gain04(4096):.2f}"),
+        (r"× in FP16 at 4096³ and ([\d.]+)× at 8192³", lambda: f"{db_gain04(8192):.2f}"),
+        (r"step 4's INT8 kernel runs (above) it",
+         lambda: "above" if step04('04 mma.sync INT8', 8192)['tflops'] > ceilings()['int8_TOPs'] else "below"),
+        (r"probe reaches a (\w+) of its peak",  # one warp per scheduler, one chain, against the best
+         lambda: {1: "quarter", 2: "half"}.get(round(4 * probe04(4, 1)['ops_per_clk_per_sm'] / probe04()['ops_per_clk_per_sm']), "?")),
+        (r"with two warps of (\d) chains each",  # the fewest chains at 8 warps per SM that reach the best
+         lambda: str(min(i for i in (1, 2, 4, 8) if probe04(8, i)['ops_per_clk_per_sm'] >= probe04()['ops_per_clk_per_sm']))),
+        (r"no memory traffic: (\d+) TFLOP/s", lambda: f"{probe04()['tops']:.0f}"),
+        (r"against cuBLAS's (\d+) and", lambda: f"{gemm04('cuBLAS FP16 (F.linear)')['tops']:.0f}"),
+        (r"the fast kernel's (\d+) at 4096³", lambda: f"{gemm04('04 mma.sync FP16')['tops']:.0f}"),
+        (r"explains\s+at most (\d+) of the", lambda: f"{gemm04('cuBLAS FP16 (F.linear)')['tops'] - probe04()['tops']:.0f}"),
+        (r"of the (\d+) TFLOP/s gap", lambda: f"{gemm04('cuBLAS FP16 (F.linear)')['tops'] - gemm04('04 mma.sync FP16')['tops']:.0f}"),
+        (r"the kernel runs at (\d+)% of what", lambda: f"{gemm04('04 mma.sync FP16')['pct_of_probe']:.0f}"),
     ],
     "05": [
         (r"16 / 128 = ([\d.]+) extra bits per weight", lambda: f"{fmt('memory', 'INT8 group 128')['bits_per_weight'] - 8:.3f}"),
@@ -133,6 +166,14 @@ QUOTES = {
         (r"µs: ([\d.]+)× faster than cuBLAS",
          lambda: f"{w4a16_row('cublas_fp16')['us'] / w4a16_row('w4a16.gemv_tiles')['us']:.2f}"),
         (r"GEMV on tiles takes ([\d.]+) µs in a\s+graph", lambda: f"{w4a16_row('w4a16.gemv_tiles')['graph_us']:.1f}"),
+        # the takeaway: the fast GEMV's lane-instructions per weight at M = 1 (its profile, launch 1) against
+        # section 1's budget at 100% issue (128 lane-instructions per SM and cycle, at the INT4 floor's pace)
+        (r"GEMV executes ([\d.]+)\s+lane-instructions per weight",
+         lambda: f"{32 * ncu_num(ncu_rows('07_by_m')[1], 'smsp__inst_executed.sum') / 8192 ** 2:.1f}"),
+        (r"per weight of the ([\d.]+) section 1 allows", lambda: f"""{128 * ceilings()['sms'] * ceilings()['clock_MHz']
+         * floor07('w4a16', (1, 8192, 8192)) / 8192 ** 2:.1f}"""),
+        (r"lesson 04's `mma.sync` GEMM reached (\d+)% of cuBLAS at 4096³", lambda: f"""{next(
+            r['pct_baseline'] for r in rows('04', 'steps') if r['route'] == '04_mma_sync_fp16' and r['shape'] == G4096):.0f}"""),
     ],
     "08": [  # step 2 (dequantize, 8192 × 8192) and step 4 (the GEMV at M = 1 on 8192²) of the recorded table
         (r"the decision tree takes ([\d.]+) µs", lambda: f"{nf4_us('dequant', 'nf4.dequant_nf4_branchy'):g}"),
@@ -164,6 +205,8 @@ QUOTES = {
         (r"W4A8 at ([\d.]+)× of it", lambda: f"{w4a8_row('w4a8', 256)['speedup_vs_cublas']:.2f}"),
         (r"GEMV is faster \(([\d.]+) against", lambda: f"{w4a8_row('w4a16_07', 16)['us']:.2f}"),
         (r"GEMV is faster \([\d.]+ against ([\d.]+) µs\)", lambda: f"{w4a8_row('w4a8', 16)['us']:.2f}"),
+        # section 4: the teaching grid at N = 4096 against the recorded GPU's SMs
+        (r"64 blocks per 32 tokens for (\d+) SMs", lambda: f"{ceilings()['sms']}"),
     ],
     "06": [  # the floors of step 1's traffic table (recorded ceilings), then going further's reading of the table
         (r"the fused GEMV's ([\d.]+) µs", lambda: f"{floor06('(d) fused'):.1f}"),
@@ -197,6 +240,30 @@ QUOTES = {
         (r"went from ([\d.]+) µs \(write-back\)",
          lambda: f"{pipe_row('ladder', 'w4a16_pipe_fast.gemm_w4a16_writeback', 16)['us']:.2f}"),
         (r"to ([\d.]+) µs \(split-K\)", lambda: f"{pipe_row('ladder', 'w4a16_pipe_fast.gemm_w4a16_frag_split', 16)['us']:.2f}"),
+        # "going further": the fast kernel's H200 profile at M = 128 (results/H200/ncu/12_kernels.csv)
+        (r"tensor pipe (\d+)% busy, \d+% of issue slots used", lambda: f"{ncu12('sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active'):.0f}"),
+        (r"busy, (\d+)% of issue slots used", lambda: f"{ncu12('smsp__issue_active.avg.pct_of_peak_sustained_active'):.0f}"),
+        # section 6, Little's law: lesson 12's read probe bounds the round trip (FP16 8192², 2 loads of 16 bytes in
+        # flight per thread, 256 threads, one block per SM); per K tile and SM at M = 16 on 8192²: step 4's 64 tiles
+        # on 64 SMs, step 5's and the fast kernel's split step's 64 tiles × 4 parts × 16 K tiles over all the SMs
+        (r"reads (\d+) MB at", lambda: f"{probe12()['bytes'] / 1e6:.0f}"),
+        (r"reads \d+ MB at\s+([\d,]+) GB/s", lambda: f"{probe12_GBps():,.0f}"),
+        (r"(\d+) × 8 KB = [\d.]+ MB in flight", lambda: f"{ceilings()['sms']}"),
+        (r"× 8 KB = ([\d.]+) MB in flight", lambda: f"{ceilings()['sms'] * 8192 / 1e6:.2f}"),
+        (r"L ≤ (\d+) ns", lambda: f"{probe12_L_ns():.0f}"),
+        (r"At ([\d,]+) GB/s that asks", lambda: f"{ceilings()['copy_GBps']:,.0f}"),
+        (r"asks for about ([\d.]+) MB in flight", lambda: f"{ceilings()['copy_GBps'] * probe12_L_ns() / 1e6:.1f}"),
+        (r"a K tile every ([\d.]+) µs \([\d.]+ µs / 64\)",
+         lambda: f"{pipe_row('steps', 'w4a16_pipe.w4a16_regs_pipe', 16)['us'] / 64:.2f}"),
+        (r"a K tile every [\d.]+ µs \(([\d.]+) µs / 64\)", lambda: f"{pipe_row('steps', 'w4a16_pipe.w4a16_regs_pipe', 16)['us']:.2f}"),
+        (r"step 5's (\d+) every", lambda: f"{ceilings()['sms']}"),
+        (r"step 5's \d+ every ([\d.]+) µs",
+         lambda: f"{pipe_row('steps', 'w4a16_pipe.w4a16_regs_split', 16)['us'] * ceilings()['sms'] / 4096:.2f}"),
+        (r"step 5's \d+ every [\d.]+ µs \(([\d.]+) µs / \d+\)", lambda: f"{pipe_row('steps', 'w4a16_pipe.w4a16_regs_split', 16)['us']:.2f}"),
+        (r"step 5's \d+ every [\d.]+ µs \([\d.]+ µs / (\d+)\)", lambda: f"{4096 / ceilings()['sms']:.0f}"),
+        (r"needs ([\d.]+) µs\s+\([\d.]+ µs\)",
+         lambda: f"{pipe_row('ladder', 'w4a16_pipe_fast.gemm_w4a16_frag_split', 16)['us'] * ceilings()['sms'] / 4096:.2f}"),
+        (r"needs [\d.]+ µs\s+\(([\d.]+) µs\)", lambda: f"{pipe_row('ladder', 'w4a16_pipe_fast.gemm_w4a16_frag_split', 16)['us']:.2f}"),
     ],
     "11": [  # sections 5 and 6: the recorded decode step at batch 1
         (r"W4A16 step runs at (\d+) tok/s", lambda: f"{decode_row('w4a16')['tok_s']:.0f}"),
@@ -227,11 +294,76 @@ QUOTES = {
 }
 
 
+def smem_ld_per_ffma02() -> float:
+    """Shared-load warp instructions per FFMA warp instruction of lesson 02's padded kernel, its recorded profile."""
+    r = next(r for r in ncu_rows('02_tiled') if "<1>" in r["Kernel Name"])
+    return ncu_num(r, "smsp__inst_executed_op_shared_ld.sum") / (ncu_num(r, "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum") / 32)
+
+
+def tile03(i: int) -> float:
+    """Shared-memory values a thread reads per FMA in lesson 03's tile table (0: lesson 02's tile, 1: step 1, ...)."""
+    from harness import bench
+    return bench.lesson_module(3).TILES[i].smem_loads_per_fma()
+
+
+def step04(op: str, n: int, on_h100: bool = False) -> dict:
+    """Lesson 04's recorded step-4 table (section steps): one kernel at n³, on the H200 or in the H100's recording."""
+    sec = (h100("04") if on_h100 else json.loads((REF / "04.json").read_text()))["sections"]["steps"]
+    hits = [r for r in sec["rows"] if r["op"] == op and r["shape"] == [n, n, n]]
+    assert len(hits) == 1, f"04.json: no single steps row for {op} at {n}³"
+    return hits[0]
+
+
+def db_gain04(n: int) -> float:
+    """What lesson 04's double buffer buys in FP16 at n³ (step 4's `x row before`)."""
+    return step04('04.2 mma.sync FP16', n)['us'] / step04('04.3 + cp.async double buffer FP16', n)['us']
+
+
+def probe04(warps: int | None = None, ilp: int | None = None) -> dict:
+    """Lesson 04's register-only mma.sync m16n8k16 FP16->FP32 probe (section mma_peak): its best, or one row."""
+    sec = json.loads((REF / "04.json").read_text())["sections"]["mma_peak"]
+    kind = "mma.sync m16n8k16 FP16->FP32"
+    if warps is None:
+        return sec["best"][kind]
+    return next(r for r in sec["rows"] if r["kind"] == kind and r["warps_per_sm"] == warps and r["ilp"] == ilp)
+
+
+def gemm04(op: str, n: int = 4096) -> dict:
+    """A GEMM timed beside lesson 04's probe (section mma_peak, gemms)."""
+    sec = json.loads((REF / "04.json").read_text())["sections"]["mma_peak"]
+    return next(r for r in sec["gemms"] if r["op"] == op and r["n"] == n)
+
+
 def pipe_row(section: str, route: str, M: int) -> dict:
     """Lesson 10's recorded row of one route at M tokens on 8192 × 8192."""
     hits = [r for r in rows("10", section) if r["route"] == route and r["shape"] == [M, 8192, 8192]]
     assert len(hits) == 1, f"results/10.json: no single {section} row for {route} at M = {M}"
     return hits[0]
+
+
+def probe12() -> dict:
+    """Lesson 12's read probe, FP16 8192 × 8192, two 16-byte loads per thread, one block of 256 threads per SM."""
+    hits = [r for r in rows("12", "stream") if r["size"] == "FP16 8192x8192" and r["variant"] == "ldg U=2 grid=1xSM"]
+    assert len(hits) == 1, "results/12.json: no single stream row for FP16 8192x8192, ldg U=2 grid=1xSM"
+    return hits[0]
+
+
+def probe12_GBps() -> float:
+    return probe12()["bytes"] / probe12()["graph_us"] / 1e3
+
+
+def probe12_L_ns() -> float:
+    """Little's law: at most sms × 256 threads × 2 × 16 bytes in flight, divided by the rate they are read at."""
+    return ceilings()["sms"] * 256 * 2 * 16 / probe12_GBps()
+
+
+def ncu12(metric: str) -> float:
+    """Lesson 10's fast kernel at M = 128 in the H200's profile of lesson 12 (results/H200/ncu/12_kernels.csv)."""
+    from harness import nsight
+    found, _ = nsight.parse_raw_csv((REF / "ncu" / "12_kernels.csv").read_text())
+    hits = [r for r in found if r["Kernel Name"].startswith("void w4a16_kernel<2, 128,")]
+    assert len(hits) == 1, "results/H200/ncu/12_kernels.csv: no single profile of lesson 10's M = 128 kernel"
+    return float(hits[0][metric].replace(",", ""))
 
 
 def decode_row(fmt: str, batch: int = 1) -> dict:

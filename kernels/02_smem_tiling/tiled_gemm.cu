@@ -3,7 +3,7 @@
 // A block computes a TILE×TILE tile of y. For each step of TILE along K it copies a TILE×TILE tile
 // of x and one of W into shared memory (each thread one element of each, coalesced along K), waits
 // for the whole block (__syncthreads), then every thread reads TILE values from each tile. Each
-// element fetched from DRAM is now used TILE times from shared memory instead of once.
+// element fetched from global memory (L2 or DRAM) is now used TILE times from shared memory, not once.
 //
 // Bank conflicts: shared memory has 32 banks of 4 bytes. In the inner loop the 32 threads of a
 // warp (tx = 0..31) read ws[tx][k]: with rows of 32 floats all 32 addresses fall in one bank, and

@@ -1,7 +1,8 @@
 // Lesson 04: tensor cores. y[M,N] = x[M,K] · W[N,K]ᵀ in FP16 (FP32 accumulation, FP16 output) and INT8
 // (INT32 accumulation and output), one kernel per step of the notebook:
 //   1. gemm_wmma_*    WMMA: 16×16×16 fragments through the nvcuda::wmma API (exercise 04.a)
-//   2. gemm_mma_*     the instructions underneath: ldmatrix + mma.sync m16n8k16 (04.b)
+//   2. gemm_mma_*     ldmatrix + mma.sync m16n8k16: the PTX whose fragment layout is specified (04.b); ptxas
+//                     lowers WMMA's own PTX (wmma.load, wmma.mma) to LDSM and HMMA/IMMA machine code too
 //   3. gemm_mma_db_*  + a two-stage cp.async pipeline: tile k+1 lands while tile k is multiplied (04.c)
 // A block computes a 128×128 tile of y with 4 warps of 64×64. Shared tiles are 128 bytes of K deep (64 halves,
 // 128 int8s). x is row-major, the MMA's A; W[N,K] read as the K×N matrix Wᵀ is column-major, the MMA's B: no
@@ -18,7 +19,9 @@
 
 using namespace nvcuda;
 
-constexpr int BM = 128, BN = 128, WM = 64, WN = 64, THREADS = 128;  // 2 × 2 warps of 64 × 64
+// 2 × 2 warps of 64 × 64: 128 FP32 accumulators per lane, over 200 registers with the fragments (ptxas -v), so an
+// SM holds two of these blocks; while one waits for its tiles, the other's warps can issue MMAs.
+constexpr int BM = 128, BN = 128, WM = 64, WN = 64, THREADS = 128;
 constexpr int ROW = 128, CHUNKS = ROW / 16;  // a tile row: 128 bytes of K, eight 16-byte chunks
 constexpr int PADDED = ROW + 16;             // WMMA's tiles: rows padded by 16 bytes
 
@@ -63,6 +66,8 @@ template <typename T> using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, T
 template <typename T> using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, typename Types<T>::Acc>;
 // acc (the warp's 64×64 as 4×4 fragments) += the warp's rows of As · its columns of Bs, over one tile's K.
 // As: 128 rows of x, Bs: 128 rows of W, both padded (row stride LD elements); the warp's rows start at wm, wn.
+// In INT8 a K step of 16 is 16 bytes, so every other fragment pointer is only 16-byte aligned: outside the CUDA
+// guide's 256-bit rule for load_matrix_sync. ptxas lowers these loads to ldmatrix (LDSM), whose rows need 16.
 template <typename T>
 __device__ __forceinline__ void wmma_tile(FragC<T> (&acc)[4][4], const T* As, const T* Bs, int wm, int wn) {
     constexpr int LD = PADDED / sizeof(T), BK = ROW / sizeof(T);  // row stride; K elements in a tile

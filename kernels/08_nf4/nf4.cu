@@ -75,8 +75,11 @@ struct ByIndex {
 
 // ---- Lookups by byte: the table holds pairs. Entry b is the half2 (NF4[b >> 4], NF4[b & 15]), the first weight
 // in the low half, as the GPU stores consecutive halves: one lookup and one HMUL2 give two weights. ----
+__device__ __forceinline__ uint32_t pair_word(const float* cb, int b) {  // entry b, as the 32 bits a table holds
+    return as_word(__floats2half2_rn(cb[b >> 4], cb[b & 15]));
+}
 __device__ __forceinline__ void fill_pairs(uint32_t* pairs, const float* cb) {  // one copy: 256 words, 1 KB
-    for (int b = threadIdx.x; b < 256; b += blockDim.x) pairs[b] = as_word(__floats2half2_rn(cb[b >> 4], cb[b & 15]));
+    if (threadIdx.x < 256) pairs[threadIdx.x] = pair_word(cb, threadIdx.x);  // blocks of THREADS = 256: an entry each
     __syncthreads();
 }
 
@@ -85,8 +88,8 @@ __device__ __forceinline__ void fill_pairs(uint32_t* pairs, const float* cb) {  
 // BEGIN EXERCISE 08.a: the pair table without bank conflicts
 __device__ __forceinline__ void fill_banked(uint32_t* table, const float* cb) {
     // TODO: with the block's threads (striding by blockDim.x), fill all 256 × 32 words of `table` so that every
-    // lane l finds every entry b (the half2 above, as its 32 bits) in bank l, in the layout of the lesson's
-    // step 3 picture; then a barrier. Roughly 6 lines.
+    // lane l finds every entry b (pair_word(cb, b)) in bank l, in the layout of the lesson's step 3 picture;
+    // then a barrier. Roughly 4 lines.
     (void)table; (void)cb;
     __syncthreads();
 }

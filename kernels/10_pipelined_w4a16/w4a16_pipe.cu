@@ -35,6 +35,9 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
 
 // 8 unsigned nibbles u = q + 8 → 4 half2 of q: register j holds nibble j (low half) and nibble j + 4 (high half).
 // Lesson 07's trick: a nibble ORed under the exponent of 1024 (0x6400) is the half 1024 + n; minus 1032 leaves q.
+// One rule for all four registers, at a price: three shifts, an AND and an OR per register (ptxas does not merge them
+// into one LOP3 here) and, in mma_ktile, an HMUL2 for the scale: about twice the instructions of lesson 07's unpack
+// of the same word (one shift, inline LOP3s, the scale after the mma), which the fast kernel uses.
 __device__ __forceinline__ void nibbles_to_q(uint32_t u, uint32_t (&a)[4]) {
     const __half2 k1032 = __float2half2_rn(1032.0f);
 #pragma unroll
@@ -205,24 +208,9 @@ __device__ __forceinline__ void mma_stage(float (&acc)[BM / 8][4], const unsigne
     mma_ktile<BM>(acc, frag, s[0], s[8], reinterpret_cast<const __half*>(st), lane);
 }
 
-// Split-K: gridDim.z blocks share one output tile, each a part of K. Each writes its FP32 partial tile to ws (in
-// thread order: thread tid's accumulators are contiguous) and counts itself in; the last to arrive adds the parts
-// and stores y. Returns whether this block is the one that stores.
+// Split-K's fix-up (exercise 10.c), defined below the kernel that calls it: true for the block that stores y.
 template <int BM>
-__device__ __forceinline__ bool add_split_parts(float (&acc)[BM / 8][4], float* ws, int* counters, int tid) {
-    constexpr int NT = BM / 8;
-    const int parts = gridDim.z, z = blockIdx.z, tile = blockIdx.y * gridDim.x + blockIdx.x;
-    float4* part = reinterpret_cast<float4*>(ws) + (size_t)tile * parts * THREADS * NT;  // [part][thread][nt]
-    __shared__ int is_last;
-    // BEGIN EXERCISE 10.c: the split-K fix-up
-    // TODO (roughly 20 lines): store this block's accumulators as part z, make them visible to the other blocks,
-    // count this block in on counters[tile]; only the last block to arrive continues: it sums the parts in part
-    // order (the result must not depend on which block came last), puts the counter back for the next call and
-    // returns true. The others return false.
-    (void)part; (void)z; (void)counters; (void)tid; (void)is_last;
-    return true;
-    // END EXERCISE
-}
+__device__ __forceinline__ bool add_split_parts(float (&acc)[BM / 8][4], float* ws, int* counters, int tid);
 
 // Steps 4 and 5: K tiles [kt0, kt1) of this block's part flow through a ring of STAGES stages.
 template <int BM, int STAGES>
@@ -236,15 +224,34 @@ __global__ void __launch_bounds__(THREADS) pipe_kernel(const __half* __restrict_
     auto stage = [&](int i) { return smem + (i % STAGES) * Stage<BM>::BYTES; };  // tile i of the part (0-based)
     float acc[BM / 8][4] = {};
     // BEGIN EXERCISE 10.b: the ring's commit, wait and refill
-    // TODO (roughly 12 lines): keep STAGES − 1 K tiles in flight. Fill the ring first, then for each tile i of
-    // the part: wait until tile i has landed and every warp may see it, refill the stage freed by tile i − 1 with
-    // tile i + STAGES − 1, compute on tile i with mma_stage. copy_stage(stage(i), x, Wf, scales, M, N, K,
-    // kt0 + i, tid) issues a tile's copies; cp_async_commit() closes a group; cp_async_wait<N>() waits until at
-    // most N of this thread's groups are in flight.
+    // TODO (roughly 12 lines): compute on every tile i of the part (mma_stage(acc, stage(i), warp, lane)) while
+    // the copies of the next STAGES − 1 tiles are in flight, each stage reused as soon as no warp reads it (the
+    // lesson's section 4 says what must hold). copy_stage(stage(j), x, Wf, scales, M, N, K, kt0 + j, tid)
+    // issues tile j's copies; cp_async_commit() closes a group; cp_async_wait<N>() waits until at most N of
+    // this thread's groups are in flight.
     (void)nk; (void)stage; (void)warp; (void)lane;
     // END EXERCISE
     if (gridDim.z > 1 && !add_split_parts<BM>(acc, ws, counters, tid)) return;
     store_y<BM>(acc, y, M, N, (blockIdx.x * 8 + warp) * 16, blockIdx.y * BM, lane);
+}
+
+// Split-K: gridDim.z blocks share one output tile, each a part of K. Each writes its FP32 partial tile to ws
+// ([part][nt][thread]: for each nt, a warp's 32 float4 are 512 contiguous bytes, so its stores coalesce) and counts
+// itself in; the last to arrive adds the parts and stores y. Returns whether this block is the one that stores.
+template <int BM>
+__device__ __forceinline__ bool add_split_parts(float (&acc)[BM / 8][4], float* ws, int* counters, int tid) {
+    constexpr int NT = BM / 8;
+    const int parts = gridDim.z, z = blockIdx.z, tile = blockIdx.y * gridDim.x + blockIdx.x;
+    float4* part = reinterpret_cast<float4*>(ws) + (size_t)tile * parts * THREADS * NT;  // [part][nt][thread]
+    __shared__ int is_last;
+    // BEGIN EXERCISE 10.c: the split-K fix-up
+    // TODO (roughly 20 lines): store this block's accumulators as part z, make them visible to the other blocks,
+    // count this block in on counters[tile]; only the last block to arrive continues: it sums the parts in part
+    // order (the result must not depend on which block came last), puts the counter back for the next call and
+    // returns true. The others return false.
+    (void)part; (void)z; (void)counters; (void)tid; (void)is_last;
+    return true;
+    // END EXERCISE
 }
 
 // ---- Launchers ------------------------------------------------------------------------------------------------------
@@ -267,7 +274,8 @@ static void smem_tile(const __half* x, const int32_t* q, const __half* s, __half
 }
 
 // Split-K's workspace and tile counters, grown on demand and kept (the counters return to zero after every call).
-static float* g_ws = nullptr;  // [tile][part][thread][BM / 8] float4
+// One pair for the whole process: split launches running at once on two streams would race on them.
+static float* g_ws = nullptr;  // [tile][part][BM / 8][thread] float4
 static int* g_counters = nullptr;  // one per output tile
 static size_t g_ws_floats = 0, g_counter_count = 0;
 static bool workspace(size_t floats, size_t counters, cudaStream_t st) {

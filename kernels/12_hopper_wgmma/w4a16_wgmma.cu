@@ -25,7 +25,7 @@ constexpr int BM = 64;        // tokens per block: wgmma's N
 constexpr int STAGES = 4;     // K tiles in the ring
 constexpr int THREADS = 256;  // 8 warps
 // One stage: x (two boxes of 64 K × 64 tokens × 2 bytes), the weights of the block's 8 m16 tiles (1 KB each), the
-// 128 scales; rounded up to 1024 bytes, the swizzle's atom, which must start 1024-aligned.
+// 128 scales; rounded up to 1024 bytes, the swizzle's atom, so every stage starts where the pattern begins.
 constexpr int X_BYTES = BM * GROUP * 2, W_BYTES = TBN * GROUP / 2, S_BYTES = TBN * 2;
 constexpr int STAGE = (X_BYTES + W_BYTES + S_BYTES + 1023) / 1024 * 1024;
 constexpr int SMEM = STAGES * STAGE + 1024;  // + room to align the ring
@@ -47,7 +47,9 @@ __device__ __forceinline__ void frag_w(uint32_t u, __half2 s_lo, __half2 s_hi, u
 // --- mbarriers (shared-memory addresses as 32-bit numbers, as PTX takes them) -----------------------------------
 // A barrier counts arrivals down from its count; when they reach zero and no announced bytes are still to land,
 // its phase completes and it resets for the next phase. Phases alternate parity 0, 1, 0, …: a waiter names the
-// parity of the phase it waits for, so phase k of a stage's barrier (its k-th use) has parity k & 1.
+// parity of the phase it waits for, so phase k of a stage's barrier (its k-th use) has parity k & 1. One bit is
+// enough: try_wait is defined only for the current phase and the one before (PTX ISA), and the ring keeps every
+// waiter within that, because a stage is refilled only after all its readers have let go of it.
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
 }
@@ -59,7 +61,9 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t byt
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-// Spin until the phase of parity `parity` has completed. What landed before it is then visible to this thread.
+// Wait until the phase of parity `parity` has completed. try_wait may suspend the thread until then or for a
+// system-dependent time limit (PTX ISA), so the loop is not a pure spin. What landed before the phase completed is
+// then visible to this thread: a bulk copy's completion carries an implicit generic-async proxy fence.
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
     asm volatile("{\n.reg .pred p;\nWAIT_%=:\n"
                  "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
@@ -85,22 +89,25 @@ template <int R> __device__ __forceinline__ void pin(float (&d)[R]) {
     for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 // Before the first wgmma of a batch: registers (A, the accumulators) written by ordinary instructions become
-// visible to the asynchronous tensor cores.
+// visible to the asynchronous tensor cores. (Shared memory written by ordinary stores would need fence.proxy.async
+// too; here wgmma reads only what the copy engine wrote.)
 __device__ __forceinline__ void wgmma_fence(float (&d)[32]) {
     pin(d);
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 }
 // Close the batch of wgmma issued so far into one group.
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-// Wait until every committed group has finished: the accumulators hold the sums, shared memory is read.
+// Wait until every committed group has finished: the accumulators hold the sums, shared memory is read. Before
+// this, touching the accumulators or the A registers of an in-flight wgmma is undefined (PTX ISA, wgmma.wait_group).
 __device__ __forceinline__ void wgmma_wait_all(float (&d)[32]) {
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     pin(d);
 }
 // B's matrix descriptor (PTX ISA, "Matrix Descriptor Format"): bits 0-13 the start address >> 4, 16-29 the leading
 // byte offset >> 4 (unused for a K-major 128-byte swizzle: 1), 32-45 the byte step between 8-row atoms >> 4
-// (1024), 62-63 the swizzle (1 = 128 bytes). The start address is the unswizzled one: the hardware applies the
-// swizzle to the address bits as it reads, which is why each atom must be 1024-aligned.
+// (1024), 62-63 the swizzle (1 = 128 bytes). 128-byte rows are a layout wgmma reads only in this mode (PTX ISA,
+// "Shared Memory Matrix Layout"). The start address is the unswizzled one: the hardware applies the swizzle to the
+// address bits as it reads, so each atom starts 1024-aligned and the descriptor's base offset (bits 49-51) stays 0.
 __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
     return (uint64_t)((addr & 0x3FFFFu) >> 4) | (1ull << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
 }
@@ -137,8 +144,10 @@ wgmma_w4a16_basic_kernel(const __grid_constant__ CUtensorMap xmap, const int32_t
     const uint32_t full0 = (uint32_t)__cvta_generic_to_shared(full), empty0 = (uint32_t)__cvta_generic_to_shared(empty);
 
     // The producer (thread 0): K tile kt into stage s. It announces the bytes, then issues the copies; the stage's
-    // full barrier completes when they have all landed. Weight tiles past N are not copied (their warps compute
-    // on stale bytes and store nothing), so the bytes announced are exactly those copied.
+    // full barrier completes when they have all landed. Thread 0 is also a math thread of warp 0: its waits hold
+    // warp 0, and through the collective wgmma warp 0's whole warpgroup (a producer warp of its own would not).
+    // Weight tiles past N are not copied (their warps compute on stale bytes and store nothing), so the bytes
+    // announced are exactly those copied.
     const int my_tiles = min(8, tiles16 - n0 / 16);
     const uint32_t s_bytes = (uint32_t)min(TBN, npad - n0) * 2;
     auto produce = [&](int kt, int s) {
@@ -169,9 +178,9 @@ wgmma_w4a16_basic_kernel(const __grid_constant__ CUtensorMap xmap, const int32_t
         const uint32_t st = sbase + s * STAGE;
         // BEGIN EXERCISE 12.a: the ring: hand back the last tile's stage, refill it, wait for this tile
         // TODO (roughly 10 lines): every thread is done with tile i - 1's stage: say so on that stage's empty
-        //   barrier. Thread 0 then waits until everyone has, and refills that stage with the tile STAGES
-        //   ahead of it (if there is one) by calling produce. Last, every thread waits on stage s's full barrier
-        //   for tile i's bytes. Each barrier's phase parity follows how many times its stage has been used.
+        //   barrier. Thread 0 then waits until everyone has, and refills that stage with tile i + 3, STAGES
+        //   after tile i - 1 (if there is one), by calling produce. Last, every thread waits on stage s's
+        //   full barrier for tile i's bytes. Each barrier's phase parity follows how many times its stage has been used.
         // END EXERCISE
         __syncwarp();  // thread 0 may have been refilling: its warp meets again before the warp-wide wgmma below
 

@@ -13,7 +13,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from harness import bench, catalog, check, results, roofline
+from harness import bench, build, catalog, check, results, roofline
 
 SECTION = "bench"
 CUBLAS = "cuBLAS FP32"
@@ -74,16 +74,39 @@ def tiles() -> str:
     return "\n".join(out)
 
 
-def resources(regs_per_sm: int = 65536, smem_per_sm: int = 228 * 1024, max_threads: int = 2048) -> str:
-    """Per block: shared memory from the tile sizes, and the registers the accumulators alone need; how many blocks
-    an SM could hold by each limit (H100: 64 K registers, 228 KB shared memory, 2,048 threads per SM)."""
-    out = [f"{'step':<13} {'threads':>7} {'smem B':>7} {'acc regs/thread':>16} {'blocks/SM by smem':>18} "
-           f"{'by threads':>11}"]
+# ptxas's name for each step's kernel (the solutions, as compiled here; the fast file's double-buffered, float4 ones)
+PTXAS = {"gemm_regtile_1d": ("regtile_gemm", "regtile_1d_kernel"),
+         "gemm_regtile_2d": ("regtile_gemm", "regtile_kernel<false, false>"),
+         "gemm_regtile_vec": ("regtile_gemm", "regtile_kernel<true, false>"),
+         "gemm_regtile_warp": ("regtile_gemm", "regtile_kernel<true, true>"),
+         "gemm_regtile_db": ("regtile_gemm", "regtile_db_kernel"),
+         "gemm_regtile_wide_bk8": ("regtile_fast", "gemm_regtile_kernel<true, true, 4, 8>"),
+         "gemm_regtile_wide": ("regtile_fast", "gemm_regtile_kernel<true, true, 4, 16>")}
+
+
+def resources(arch: str = "sm_90", regs_per_scheduler: int = 16384, smem_per_sm: int = 233472,
+              max_threads: int = 2048) -> str:
+    """Per block: shared memory from the tile sizes, the registers the accumulators alone need and the registers
+    ptxas -v gives a thread (compiles, no GPU needed); how many blocks an SM holds by each limit (an H100 or H200 SM:
+    4 schedulers of 16,384 registers, given to warps in units of 256; 228 KB of shared memory, 1 KB of it reserved
+    per block; 2,048 threads: cuda_occupancy.h's arithmetic)."""
+    found = {f: build.load(3, f, solution=True).resources() for f in ("regtile_gemm", "regtile_fast")}
+    out = [f"{'step':<13} {'threads':>7} {'smem B':>7} {'acc regs':>8} {'registers':>9} {'blocks/SM by regs':>17} "
+           f"{'by smem':>7} {'by threads':>10} {'warps/SM':>8}"]
     for t in TILES[1:]:
-        out.append(f"{t.step:<13} {t.threads:>7} {t.smem_bytes():>7} {t.tm * t.tn:>16} "
-                   f"{smem_per_sm // t.smem_bytes():>18} {max_threads // t.threads:>11}")
-    out.append(f"(a thread also needs registers for addresses and the TM + TN values it reads; ptxas reports the total. "
-               f"{regs_per_sm:,} registers / 512 threads = {regs_per_sm // 512} each for two 256-thread blocks)")
+        f, kernel = PTXAS[t.launcher]
+        regs = found[f].get(kernel, {}).get(arch, {}).get("registers")
+        by_smem = smem_per_sm // (t.smem_bytes() + 1024)
+        by_threads = max_threads // t.threads
+        if regs is None:
+            out.append(f"{t.step:<13} {t.threads:>7} {t.smem_bytes():>7} {t.tm * t.tn:>8} (no ptxas report for {arch})")
+            continue
+        by_regs = regs_per_scheduler // (-(-regs * 32 // 256) * 256) * 4 // (t.threads // 32)
+        warps = min(by_regs, by_smem, by_threads) * t.threads // 32
+        out.append(f"{t.step:<13} {t.threads:>7} {t.smem_bytes():>7} {t.tm * t.tn:>8} {regs:>9} {by_regs:>17} "
+                   f"{by_smem:>7} {by_threads:>10} {warps:>8}")
+    out.append(f"(registers: ptxas -v for {arch}; accumulators, addresses and the TM + TN values read per k. "
+               f"The SM holds the fewest blocks of the three limits; 64 warps at most)")
     return "\n".join(out)
 
 

@@ -14,7 +14,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from harness import bench, catalog, check, results, roofline
+from harness import bench, build, catalog, check, results, roofline
 
 SECTION = "steps"
 BASELINES = {"fp16": "cuBLAS FP16", "int8": "torch._int_mm"}
@@ -136,18 +136,71 @@ def floors(n: int = 4096, c: dict | None = None) -> str:
     return "\n".join(out)
 
 
+# One SM of the H100 / H200 (sm_90; an A100's is the same but for 167,936 B of shared memory), as the CUDA occupancy
+# calculator (cuda_occupancy.h) counts it: registers go to warps in units of 256, out of 16,384 per scheduler (4 per
+# SM); shared memory to blocks in units of 128 bytes, plus 1 KB the system reserves per block.
+SM90 = {"regs_per_scheduler": 16384, "schedulers": 4, "smem": 233472, "smem_reserved": 1024, "warps": 64, "blocks": 32}
+
+
+def per_sm(regs: int, threads: int, smem: int, sm: dict = SM90) -> dict:
+    """How many blocks of `threads` threads, `regs` registers each and `smem` bytes of shared memory one SM holds,
+    by each limit (cuda_occupancy.h's arithmetic)."""
+    warps = -(-threads // 32)
+    per_warp = -(-regs * 32 // 256) * 256
+    by = {"registers": (sm["regs_per_scheduler"] // per_warp) * sm["schedulers"] // warps,
+          "shared memory": sm["smem"] // (-(-(smem + sm["smem_reserved"]) // 128) * 128),
+          "warps": sm["warps"] // warps}
+    blocks = min(min(by.values()), sm["blocks"])
+    return {"blocks": blocks, "warps": blocks * warps, "limit": ", ".join(k for k, v in by.items() if v == blocks)}
+
+
+# name in ptxas's report -> (row label, threads per block, bytes of shared memory per block)
+_FAST_SMEM = 4 * (128 + 256) * 128 + 16 * 4 + 1024  # the copy-engine ring: 4 stages, 2 mbarriers each, 1 KB alignment
+KERNELS = {"tc_gemm": [("gemm_wmma_kernel<__half>", "04.1 WMMA FP16", 128, STEPS[0].smem_bytes()),
+                       ("gemm_wmma_kernel<signed char>", "04.1 WMMA INT8", 128, STEPS[0].smem_bytes()),
+                       ("gemm_mma_kernel<__half, 1>", "04.2 mma.sync FP16", 128, STEPS[1].smem_bytes()),
+                       ("gemm_mma_kernel<signed char, 1>", "04.2 mma.sync INT8", 128, STEPS[1].smem_bytes()),
+                       ("gemm_mma_kernel<__half, 2>", "04.3 + double buffer FP16", 128, STEPS[2].smem_bytes()),
+                       ("gemm_mma_kernel<signed char, 2>", "04.3 + double buffer INT8", 128, STEPS[2].smem_bytes())],
+           "tc_fast": [("gemm_mma_kernel<Cfg<256, 128, 4, true>, __half, true, true>", "fast mma.sync FP16", 256, _FAST_SMEM),
+                       ("gemm_mma_kernel<Cfg<256, 128, 4, true>, signed char, true, true>", "fast mma.sync INT8", 256,
+                        _FAST_SMEM)]}
+
+
+def registers(arch: str = "sm_90") -> str:
+    """ptxas -v of the lesson's kernels (the solutions, as compiled here) and what it allows per SM of the H200:
+    registers per thread -> warps per SM -> blocks per SM. Compiles, needs no GPU."""
+    out = [f"{'kernel (' + arch + ')':<26} {'registers':>9} {'spills':>6} {'threads':>7} {'smem B':>7} {'warps/SM':>8} "
+           f"{'blocks/SM':>9}  limited by"]
+    for name, rows in KERNELS.items():
+        res = build.load(4, name, solution=True).resources()
+        for kernel, label, threads, smem in rows:
+            r = res.get(kernel, {}).get(arch)
+            if r is None:
+                out.append(f"{label:<26} (no ptxas report for {arch}: build.load(4, {name!r}).resources() has what was built)")
+                continue
+            occ = per_sm(r["registers"], threads, smem)
+            out.append(f"{label:<26} {r['registers']:>9} {r['spill_stores']:>6} {threads:>7} {smem:>7} {occ['warps']:>8} "
+                       f"{occ['blocks']:>9}  {occ['limit']}")
+    out.append("(an SM: 65,536 registers, 233,472 B of shared memory, 64 warps; accumulators alone: 128 registers per lane)")
+    return "\n".join(out)
+
+
 def fast_steps(n: int = 4096) -> str:
-    """The fast kernel's extra steps at n³, each measured (the recorded ablation run of tc_fast.cu's mma.sync kernel:
-    results/04.json, section "ablate"), against the library of the same run."""
+    """The fast kernel's extra steps at n³, each measured (the recorded ablation run of tc_fast.cu: results/04.json,
+    section "ablate"), against the library of the same run; then its WMMA kernel through the API alone and as shipped
+    (fragments filled by ldmatrix in mma.sync's layout, which the WMMA API does not promise)."""
     sec = results.load(4, "ablate", prefer_local=False)
-    names = {"cp_async_copies": "128×256 tiles, 3-stage cp.async ring, next fragments in flight, grouped order",
-             "copy_engine_padded_rows": "+ copy engine (TMA) and mbarriers, padded rows",
-             "shipped": "+ the copy engine's 128-byte swizzle (as shipped)"}
-    out = [f"{'kind':<5} {'step of the fast mma.sync kernel':<76} {'µs':>8} {'% library':>10}"]
+    names = {"mma_cp_async_copies": "128×256 tiles, 3-stage cp.async ring, next fragments in flight, grouped order",
+             "mma_copy_engine_padded_rows": "+ copy engine (TMA) and mbarriers, padded rows",
+             "mma_shipped": "+ the copy engine's 128-byte swizzle (as shipped)",
+             "wmma_copy_engine_padded_rows": "WMMA API only: load/store_matrix_sync, padded rows, copy engine",
+             "wmma_shipped": "WMMA fragments filled by ldmatrix, mma.sync layout assumed (shipped)"}
+    out = [f"{'kind':<5} {'step of the fast kernel (mma.sync; then its WMMA twin)':<76} {'µs':>8} {'% library':>10}"]
     for kind, dt in (("FP16", "f16"), ("INT8", "s8")):
         rows = [r for r in results.rows_of(sec) if r.shape[0] == n]
         for key, name in names.items():
-            r = next((r for r in rows if r.route == f"{dt}_mma_{key}"), None)
+            r = next((r for r in rows if r.route == f"{dt}_{key}"), None)
             if r is not None:
                 out.append(f"{kind:<5} {name:<76} {r.us:>8,.1f} {r.extra['pct_baseline']:>9.1f}%")
     out.append(f"measured on {results.env_line(sec)}")

@@ -64,8 +64,8 @@ VIEWS = {
              "derived": [["pct", FUSED], ["vs", FUSED, UNFUSED], ["vs", FUSED, CUBLAS]]},
     "tiles": {"only": GEMV_TILES, "columns": [CUBLAS, GEMV, GEMV_TILES],
               "derived": [["pct", GEMV], ["pct", GEMV_TILES], ["vs", GEMV_TILES, GEMV], ["vs", GEMV_TILES, CUBLAS]],
-              "note": "µs, median; weights rotated past L2; (d) and (e) are the same kernel, same arithmetic, on the "
-                      "same bytes in two orders."},
+              "note": "µs, median; weights rotated past L2; (d) and (e) are the same kernel template and arithmetic "
+                      "on the same bytes in two orders, each with its own launch (outputs per block, loads in flight)."},
     "w8a8": {"only": W8A8, "columns": [W8A8, W8A8_TORCH, INT_MM, FUSED], "derived": [["vs", W8A8, W8A8_TORCH]]},
     "w8a8_basic": {"only": BASIC_W8A8, "columns": [BASIC_W8A8, W8A8, W8A8_TORCH, INT_MM],
                    "derived": [["vs", BASIC_W8A8, W8A8_TORCH], ["vs", W8A8, W8A8_TORCH]]},

@@ -36,7 +36,7 @@ GEMV_TILES = results.register("w4a16.gemv_tiles", "(07) GEMV, 16-row tiles", "GE
 FUSED_ZP = results.register("w4a16.fused_zp", "(07) fused W4A16, zero points", "07 with zero points")
 W8A16_06 = results.register("w8a16.fused_06", "(06) fused W8A16 (INT8 weights)", "06 fused W8A16")
 W4A16_07 = results.register("w4a16_07", "(07) W4A16", "07 W4A16")  # lesson 07's kernel in lessons 09, 10 and 12
-TEACH = results.register("w4a16.teach_gemv", "(07.2) teaching GEMV, scale after the mma", "07.2 teaching GEMV")
+TEACH = results.register("w4a16.teach_gemv", "(07) teaching GEMV (gemv_int4), scale after the mma", "teaching GEMV")
 
 VIEWS = {
     "main": {"columns": [CUBLAS, DEQ, TINYGEMM, MARLIN, W8A16_06, FUSED, FUSED_ZP],
@@ -93,13 +93,13 @@ def budget(c: dict | None = None, shape=(1, 8192, 8192)) -> str:
 
 
 def teach_table(prefer_local: bool = True) -> str:
-    """View "teach" (the teaching GEMV, the checks' 07.2, beside the fast kernel's GEMVs) as Markdown, from your own
+    """View "teach" (the teaching GEMV, gemv_int4, beside the fast kernel's GEMVs) as Markdown, from your own
     run if there is one, else the recorded table. Where neither holds a row of the teaching GEMV, a note that says
     so and where the measured times are, instead of an empty table. No GPU needed."""
     sec = results.load(7, SECTION, prefer_local=prefer_local)
     if any(r.route == TEACH for r in results.rows_of(sec)):
         return results.view_markdown(7, SECTION, "teach", sec=sec)
-    return ("**No row of the teaching GEMV (07.2, `gemv_int4`) is recorded yet** (results/07.json): this table fills "
+    return ("**No row of the teaching GEMV (`gemv_int4`) is recorded yet** (results/07.json): this table fills "
             "once `bench_07.run(record=True)` has run on a GPU (section 4's cell does). Its times at M = 1, 4 and 16 "
             "on 8192 × 8192, measured on the H100, are in the output of the check cell of exercise 07.b (section 3), "
             "beside the INT4 floor and cuBLAS; the fast kernel's GEMV on the same shapes is the column "
@@ -129,7 +129,7 @@ def gemv_step(ms=(1, 4, 16), kn=(8192, 8192), solution: bool | None = None) -> s
     op, prob = teaching_ops(solution)["gemv_int4"], catalog.W4A16
     bw = roofline.ceilings()["copy_GBps"]
     dequant = catalog.DEQUANT_W4.bind(build.load(7, "w4a16_fast", solution=True).dequant_w4)
-    out = [f"{'K × N':<13} {'M':>3} {'floor µs':>9} {'07.2 µs':>8} {'% copy bw':>10} {'cuBLAS FP16 µs':>15}"]
+    out = [f"{'K × N':<13} {'M':>3} {'floor µs':>9} {'gemv_int4 µs':>12} {'% copy bw':>10} {'cuBLAS FP16 µs':>15}"]
     for M in ms:
         shape = (M, kn[1], kn[0])
         sets = bench.input_sets(prob, shape)
@@ -137,7 +137,7 @@ def gemv_step(ms=(1, 4, 16), kn=(8192, 8192), solution: bool | None = None) -> s
         mine = bench.time_fn(op, sets, reps=50).median_us
         cub = bench.time_fn(lambda x, q, s: torch.nn.functional.linear(x, w16[id(q)]), sets, reps=50).median_us
         floor = prob.bytes(shape) / bw / 1e3
-        out.append(f"{kn[0]:>5} × {kn[1]:<5} {M:>3} {floor:>9.1f} {mine:>8.1f} {100 * floor / mine:>9.0f}% {cub:>15.1f}")
+        out.append(f"{kn[0]:>5} × {kn[1]:<5} {M:>3} {floor:>9.1f} {mine:>12.1f} {100 * floor / mine:>9.0f}% {cub:>15.1f}")
         del sets, w16
     return "\n".join(out)
 

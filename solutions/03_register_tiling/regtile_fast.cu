@@ -4,11 +4,12 @@
 // kernel, and takes two more steps, each exported so that each can be measured:
 //  - gemm_regtile_wide_bk8: each thread computes 8×16 outputs (J = 4 column groups of 4, warp tile
 //    64×64, block tile 128×256): 6 shared loads per 128 FMAs instead of 4 per 64, so fewer
-//    shared-memory wavefronts per FMA. It needs ~230 registers, so one block (8 warps) per SM: less
-//    occupancy, more independent work per warp.
+//    shared-memory wavefronts per FMA. Its 128 accumulators take over 200 registers (ptxas -v), so one
+//    block (8 warps) per SM: less occupancy, more independent work per warp.
 //  - gemm_regtile_wide: the same with a 16-deep K tile (4 threads per row on the loads), which halves
-//    the per-tile overhead (global loads, transposed stores, barrier, address arithmetic) per FMA. The
-//    double-buffered tiles then take 49 KB, past the 48 KB static limit, so it uses dynamic shared memory.
+//    what is paid once per tile (the barrier, loop and address arithmetic) per FMA; the global loads and
+//    transposed stores per FMA stay the same, each tile being twice as deep. The double-buffered tiles
+//    then take 49 KB, past the 48 KB static limit, so it uses dynamic shared memory.
 //
 // Layout (BM×BN = 128×256 block tile, 256 threads = 8 warps):
 //  - Warps are arranged 2 (along m) × 4 (along n); each owns a 64×64 warp tile.

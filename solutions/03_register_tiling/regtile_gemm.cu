@@ -19,6 +19,8 @@
 
 constexpr int BK = 8, PAD = 4;
 constexpr int BM = 128, BN = 128, THREADS = 256;  // steps 2-5: 256 threads × 64 outputs = 128×128
+// Each output is an accumulator register for the whole K loop. __launch_bounds__(THREADS, 2) below asks ptxas for
+// at most 128 registers a thread (65,536 per SM / 512 threads), so that two blocks share an SM.
 
 __device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15) == 0; }
 
@@ -33,9 +35,8 @@ __device__ __forceinline__ void load_tile_scalar(const float* __restrict__ src, 
     }
 }
 
-// src[row][k .. k+3] as one float4, zeros past `rows` and past K. Callers pass k a multiple of 4: then, when K
-// is one too, the four values are all before K or all past it, and their address src + row*K + k is 16-byte
-// aligned whenever src is.
+// src[row][k .. k+3] (src: rows × K floats, row-major) as one float4, zeros past `rows` and past K. Callers pass k
+// a multiple of 4.
 __device__ __forceinline__ float4 load4(const float* __restrict__ src, int rows, int K, int row, int k) {
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
     // BEGIN EXERCISE 03.b: 128-bit global loads
@@ -69,20 +70,35 @@ __device__ __forceinline__ void store4(float (*s)[BM + PAD], int row, int k, flo
 
 // A thread's 8×8 outputs are 2×2 blocks of 4×4: rows am + {0..3} and am + RS + {0..3}, columns
 // bn + {0..3} and bn + CS + {0..3}. RS = CS = 4 is one contiguous 8×8 block (steps 2, 3); the warp
-// tiling of steps 4 and 5 spreads the blocks out (RS = 32, CS = 16).
+// tiling of steps 4 and 5 spreads the blocks out (RS = 32, CS = 16). Which of acc's 64 registers holds which of
+// these outputs is the exercise's to choose: micro_tile adds to them, store_acc writes them to y.
+// BEGIN EXERCISE 03.a: the register micro-tile
+//> template <int RS, int CS>
+//> __device__ __forceinline__ void micro_tile(const float (*As)[BM + PAD], const float (*Ws)[BN + PAD], int am, int bn,
+//>                                            float (&acc)[8][8]) {
+//>     // TODO: for each of the BK steps k of the tile, add to acc the outer product of this thread's
+//>     // 8 values of x (As[k], its two groups of 4 rows) and its 8 values of W (Ws[k], its two groups of
+//>     // 4 columns): 64 FMAs from 16 values (roughly 15 lines).
+//>     // - Copy the 16 values into register arrays first, so each is read from shared memory once.
+//>     // - Read each group of 4 with one 128-bit shared load (reinterpret its address as const float4*).
+//>     // - #pragma unroll on every loop: only compile-time indices keep acc, a and b in registers.
+//>     (void)As; (void)Ws; (void)am; (void)bn; (void)acc;
+//> }
+//>
+//> // Write a thread's 8×8 (the layout micro_tile gives acc) to y, whose rows are N floats; the thread's outputs
+//> // start at row m, column n (block offset included).
+//> template <int RS, int CS>
+//> __device__ __forceinline__ void store_acc(float* __restrict__ y, int M, int N, int m, int n, const float (&acc)[8][8]) {
+//>     // TODO: store each of the 64 outputs where it belongs, skipping rows past M and columns past N (roughly
+//>     // 15 lines). One store per output is right; four at once (float4) is faster where it is safe.
+//>     (void)y; (void)M; (void)N; (void)m; (void)n; (void)acc;
+//> }
 template <int RS, int CS>
 __device__ __forceinline__ void micro_tile(const float (*As)[BM + PAD], const float (*Ws)[BN + PAD], int am, int bn,
                                            float (&acc)[8][8]) {
-    // BEGIN EXERCISE 03.a: the register micro-tile
-    //> // TODO: for each of the BK steps k of the tile, add to acc the outer product of this thread's
-    //> // 8 values of x (As[k], its two groups of 4 rows) and its 8 values of W (Ws[k], its two groups of
-    //> // 4 columns): 64 FMAs from 16 values (roughly 15 lines).
-    //> // - Copy the 16 values into register arrays first, so each is read from shared memory once.
-    //> // - Read each group of 4 with one 128-bit shared load (reinterpret its address as const float4*).
-    //> // - #pragma unroll on every loop: only compile-time indices keep acc, a and b in registers.
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
-        float a[8], b[8];
+        float a[8], b[8];  // rows am + {0..3}, am + RS + {0..3}; columns bn + {0..3}, bn + CS + {0..3}
         const float4 a0 = *reinterpret_cast<const float4*>(&As[k][am]);
         const float4 a1 = *reinterpret_cast<const float4*>(&As[k][am + RS]);
         const float4 b0 = *reinterpret_cast<const float4*>(&Ws[k][bn]);
@@ -94,13 +110,11 @@ __device__ __forceinline__ void micro_tile(const float (*As)[BM + PAD], const fl
 #pragma unroll
             for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
     }
-    // END EXERCISE
 }
 
-// Write a thread's 8×8 (the layout of micro_tile) to y; float4 stores when every row is 16-byte aligned.
 template <int RS, int CS>
 __device__ __forceinline__ void store_acc(float* __restrict__ y, int M, int N, int m, int n, const float (&acc)[8][8]) {
-    const bool vec = N % 4 == 0 && aligned16(y);
+    const bool vec = N % 4 == 0 && aligned16(y);  // float4 stores when every row of y is 16-byte aligned
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
         const int row = m + (i / 4) * RS + i % 4;
@@ -119,6 +133,7 @@ __device__ __forceinline__ void store_acc(float* __restrict__ y, int M, int N, i
         }
     }
 }
+// END EXERCISE
 
 // Step 1: thread t computes rows 8·(t / 64) .. +7 of column t % 64. Per k it reads one value of W and
 // eight of x (the same eight for the whole warp: a broadcast) and does 8 FMAs.

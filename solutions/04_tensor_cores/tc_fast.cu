@@ -10,10 +10,12 @@
 // exposes it (PTX ISA, "Matrix fragments for mma.m16n8k16"): with g = lane / 4 and t = lane % 4,
 // lane holds rows g and g + 8 of a 16-row A tile, columns 2t, 2t+1 (+8) of K, and the matching pieces
 // of B and of the 16×8 accumulator. Owning the layout lets a kernel read swizzled tiles and write
-// results straight from registers, which WMMA's API cannot. A WMMA fragment is registers too, and on
-// sm_90 we measured its layout (lessons/04_tensor_cores/wmma_layout.cu; tests/test_kernels.py checks it): the same as
-// mma.sync's. So on the H100 the WMMA kernel fills its fragments with ldmatrix from swizzled tiles and
-// writes from registers; elsewhere it uses only the API (load_matrix_sync from padded tiles).
+// results straight from registers, which WMMA's API cannot. The PTX ISA leaves the distribution of a WMMA
+// fragment's elements over the lanes unspecified ("Matrix Fragments for WMMA"). So the "WMMA" kernel's
+// copy-engine path (sm_90 machine code only) is not WMMA through its API: it is WMMA fragments filled by
+// ldmatrix, mma.sync layout assumed. It writes fragment.x[] from ldmatrix and reads acc.x[] in mma.sync's
+// layout, the layout lessons/04_tensor_cores/wmma_layout.cu measures on sm_90 and tests/test_kernels.py checks
+// on every GPU run. Everywhere else it uses only the API (load_matrix_sync from padded tiles).
 //
 // Shared structure (both kernels):
 //  - A block computes a 128×BN tile of y with warps owning 64×64 warp tiles: 4×4 WMMA fragments, or
@@ -22,7 +24,8 @@
 //    column-major (matrix_b, col_major, mma's ".col"): no transpose anywhere.
 //  - Shared tiles are TILE_BYTES of K deep (64 halves or 128 int8s). ldmatrix (what load_matrix_sync
 //    becomes) reads 8 rows of 16 bytes per phase: with rows padded by 16 bytes (a 144-byte stride) those 8
-//    rows start in banks 0, 4, 8, …, 28: all 32 banks, no conflict. Unpadded, all 8 would hit one bank.
+//    rows start in banks 0, 4, 8, …, 28: all 32 banks, no conflict. Unpadded (a 128-byte stride), all 8
+//    rows start in the same 4 banks: an 8-way conflict.
 //    The other cure, a swizzle (Cfg::at), is what both kernels use on sm_90.
 //  - Tiles move global → shared in a STAGES-deep ring: while the tensor cores work on tile k, the next
 //    tiles are in flight. Two ways to move them (the launcher picks):
@@ -386,7 +389,8 @@ __device__ __forceinline__ void store_tiles(Out* y, int M, int N, int row0, int 
 // WMMA
 
 // ldmatrix.x4 results (see the mma.sync kernel below) as WMMA fragments, in the layout load_matrix_sync gives them in
-// sm_90 machine code (measured on the H100 with lessons/04_tensor_cores/wmma_layout.cu; the layout is not part of WMMA's API):
+// sm_90 machine code: WMMA fragments filled by ldmatrix, mma.sync layout assumed. The PTX ISA leaves this layout
+// unspecified; lessons/04_tensor_cores/wmma_layout.cu measures it (on the H100) and tests/test_kernels.py checks it:
 //  - FP16 A or B 16×16: the four registers are the fragment's x[0..7], A = mma.sync's a0..a3, B = two n8 tiles' b0, b1;
 //    x[8..15] repeat them, and mma_sync reads only x[0..7].
 //  - INT8 16×16 (16 bytes of K): the four registers hold two K steps; A's step h is registers 2h, 2h+1 (rows g, g+8),
@@ -474,8 +478,9 @@ gemm_wmma_kernel(const T* __restrict__ x, const T* __restrict__ W, typename Type
                 for (int h = 0; h < H; ++h) wmma::mma_sync(acc[i][j], a[u][i][h], b[u][j][h], acc[i][j]);
     });
 
-    // Straight from registers on sm_90, in the accumulator layout lessons/04_tensor_cores/wmma_layout.cu measures: a 16×16 accumulator is
-    // two of mma.sync's n8 tiles, x[0..3] and x[4..7]. The scratch tile below is slower (lessons/04_tensor_cores/notes.md).
+    // Straight from registers on sm_90, reading acc.x[] in mma.sync's layout (assumed, not the API's: the layout
+    // lessons/04_tensor_cores/wmma_layout.cu measures): a 16×16 accumulator is two of mma.sync's n8 tiles, x[0..3]
+    // and x[4..7]. The scratch tile below is slower (lessons/04_tensor_cores/notes.md).
     if constexpr (C::SWZ && WMMA_REG_EPI) {
         store_tiles<FM, 2 * FN>(y, M, N, m0 + wm, n0 + wn, vec_out,
                                 [&](int i, int j, int e) { return acc[i][j / 2].x[(j % 2) * 4 + e]; });

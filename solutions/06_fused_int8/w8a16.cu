@@ -3,8 +3,8 @@
 //   y[M, N] = x[M, K] · Ŵ[N, K]ᵀ,   Ŵ = q · scale,   q int8 [N, K],   scale fp16 [N, K/128]
 //
 // (one scale per 128 weights along a row; harness/quant.py is the reference). At decode M is 1 to 16: every
-// weight is read once and used M times, so the time is the bytes read. INT8 halves the bytes of FP16 weights,
-// but only if no FP16 copy of W is ever written. The kernels here:
+// weight is read once and used M times, so the floor is the time to read the bytes. INT8 halves the bytes of FP16
+// weights, but only if no FP16 copy of W is ever written. The kernels here:
 //
 //   dequant_w8_basic   q, scale → an FP16 W in memory: the unfused routes (b) and (c) run it first;
 //   gemv_f16_basic     y = x · Wᵀ on that FP16 W: route (c)'s second kernel;
@@ -94,9 +94,9 @@ struct I8W {  // route (d), fused W8A16: 16 bytes per 16 weights, dequantized in
     __device__ static float finish(Acc acc, const __half*, const float*, int, int) { return acc; }
 };
 
-// y[m, n] for one n per warp and TOKENS tokens m0 … m0 + TOKENS - 1. The warp's 32 lanes split the row's K:
-// lane l takes the 16 weights at k = 16·l, then 16·l + 512, … (32 lanes × 16 bytes: one coalesced 512-byte
-// read of INT8 weights per step). Each lane ends with a partial sum per token; the warp adds them.
+// y[m, n] for one n per warp and TOKENS tokens m0 … m0 + TOKENS - 1. The warp's 32 lanes split the row's K in
+// pieces of 16 weights, side by side: each step of the warp reads 32 neighbouring pieces (one coalesced 512-byte
+// read of INT8 weights). Each lane ends with a partial sum per token; the warp adds them.
 template <class WF>
 __global__ void __launch_bounds__(32 * WARPS)
 gemv_kernel(const typename WF::X* __restrict__ x, const typename WF::T* __restrict__ W,

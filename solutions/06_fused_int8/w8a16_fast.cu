@@ -6,8 +6,8 @@
 // [N, K], scale fp16 [N, K/128] (symmetric, one scale per 128 weights along K; harness/quant.py is the
 // reference). And W8A8: x quantized per token to INT8 at run time, so both operands are INT8.
 //
-// At M ≤ 16 every weight is used for M multiply-adds only, so the time is the bytes read: INT8 weights
-// halve them against FP16, if nothing else is added. The kernels:
+// At M ≤ 16 every weight is used for M multiply-adds only, so the floor is the time to read the bytes: INT8
+// weights halve them against FP16, if nothing else is added. The kernels:
 //   dequant_w8   q, scale → FP16 W in memory (the unfused route: +2 bytes written and read per weight);
 //   gemv_f16     y = x · Wᵀ for FP16 W: the GEMV the unfused route runs after dequant_w8;
 //   gemv_w8a16   the fused decode kernel (M ≤ 16): the same GEMV reading q and scale, dequantizing in
@@ -139,8 +139,8 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
 // TILES: the weights stored in 16-row tiles (quant.to_tiles, done once offline): tile [K/64][16 rows][64
 // bytes], so the 1 KB of a tile's K block is contiguous and a block (one tile, R = 2) reads one contiguous
 // stream, as lesson 12's pure read does. Row-major, the same block reads 64 bytes from each of its 16 rows
-// per K block, K bytes apart. Same loads, same arithmetic, the same result bit for bit, and 1.02-1.12× as
-// fast on the three large shapes at M ≤ 16 in lesson 06's recorded run (lessons/06_fused_int8/notes.md). LOW: M ≤ 8, so x's rows g + 8 are zero, never loaded.
+// per K block, K bytes apart. Same loads, same arithmetic, the same result bit for bit; only the addresses
+// differ (lessons/06_fused_int8/notes.md has the measurements). LOW: M ≤ 8, so x's rows g + 8 are zero, never loaded.
 constexpr int GEMV_MIN_BLOCKS = 1;
 // R: n8 tiles per block (16 tokens × 8·R outputs); UU: K blocks each warp loads before using the first.
 template <class WF, int R, bool TILES = false, bool LOW = false, int UU = U>
@@ -176,8 +176,8 @@ gemv_kernel(const __half* __restrict__ x, const typename WF::T* __restrict__ W, 
         for (int r = 0; r < R; ++r)
             if (pdl && warp + u * WARPS < kblocks) prefetch_l2(wrow[r] + (size_t)(warp + u * WARPS) * WSTEP);
     // With few tiles (two K blocks in flight per warp) and M ≤ 8, the block first asks L2 for its tile's scales: 16
-    // consecutive rows, one slab of 16·K/64 bytes. Each K block's scale loads then hit L2 instead of DRAM: 1-3% faster
-    // at N = 4096; with two or more tiles per SM, or at M > 8, no gain (lessons/06_fused_int8/notes.md).
+    // consecutive rows, one slab of 16·K/64 bytes. Each K block's scale loads then hit L2 instead of DRAM: a little
+    // faster at N = 4096; with two or more tiles per SM, or at M > 8, no gain (lessons/06_fused_int8/notes.md).
     if (TILES && LOW && UU == 2 && scales) {
         const char* slab = reinterpret_cast<const char*>(scales + (size_t)n0 * (K / GROUP));
         const int bytes = min(16, N - n0) * (K / GROUP) * (int)sizeof(__half);
@@ -255,7 +255,7 @@ static void launch_gemv(const __half* x, const typename WF::T* W, const __half* 
 // have room first: four of these blocks on some SMs where the grid has three or fewer per SM, and this memory-bound
 // kernel then runs at the pace of its most crowded SMs (lesson 10's kernel met the same). Up to 8 tokens, asking for
 // shared memory that lets only the grid's share of blocks fit on an SM keeps them spread: lesson 11's W8A16 step at
-// batch 1 and 4, 7% and 4% faster. At 16 tokens it made that step 16% slower, so there the blocks are left alone
+// batch 1 and 4 runs faster. At 16 tokens it made that step slower, so there the blocks are left alone
 // (the request also takes the SM's L1, where the blocks of an SM share x; lessons/06_fused_int8/notes.md).
 template <bool LOW, int UU>
 static void launch_tiles(const __half* x, const int8_t* q, const __half* scales, __half* y, int M, int N, int K,

@@ -29,21 +29,17 @@ __device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t b, uint32_t c) {
     return d;
 }
 
-// One packed word, weights q0 … q7 (qi in nibble i, bits 4i … 4i + 3), into four half2 of exact q:
+// One packed word, weights q0 … q7 (qi in nibble i, bits 4i … 4i + 3, two's complement), into four half2 of exact q:
 //   w[i] = (qi, qi+4): low half qi, high half qi+4, for i = 0 … 3.
 // Why this order: the FP16 number with exponent bits 0x64 and mantissa m (0x6400 | m) is exactly 1024 + m. One
 // 32-bit word holds two halves, 16 bits apart, and nibbles i and i + 4 are 16 bits apart too: one LOP3 can mask
-// both nibbles out of the packed word and OR the exponent 0x64 over each, giving two halves 1024 + nibble.
-// Three more facts you need:
-// - q is two's complement, −8 … 7. Flipping each nibble's top bit turns it into q + 8 (0 … 15): one XOR per word.
-// - nibbles 1 and 5 sit 4 bits above nibbles 0 and 4. Leave them there: the half is then 1024 + 16·nibble, and a
-//   multiply by 1/16 (exact in FP16) fused with the subtraction (one HFMA2) still gives q exactly.
-// - nibbles 2, 3, 6, 7 are nibbles 0, 1, 4, 5 of the word shifted right by 8: one shift for all four.
+// both nibbles out of the packed word and OR the exponent 0x64 over each.
+// The budget: one XOR and one shift for the word, then per output word one and_or and one __hsub2 or __hfma2.
 __device__ __forceinline__ void dequant8(uint32_t word, uint32_t (&w)[4]) {
     // BEGIN EXERCISE 07.a: INT4 → FP16 in registers, one LOP3 per pair of weights
-    //> // TODO: w[i] = the half2 (qi, qi+4), exact, for i = 0..3, as the comment above describes: an XOR, one shift,
-    //> // and per output word one and_or, then __hsub2 (nibbles that sit low) or __hfma2 (nibbles 4 bits up) to
-    //> // remove the 1024 and the + 8. Convert with bits_h2 / h2_bits. Roughly 8 lines. Hints: the notebook, step 2.
+    //> // TODO: w[i] = the half2 (qi, qi+4), exact, for i = 0..3, within the budget above: an XOR, one shift, and
+    //> // per output word one and_or, then one __hsub2 or __hfma2 that leaves exactly q. Convert with bits_h2 /
+    //> // h2_bits. Roughly 8 lines. Hints: the notebook, step 2.
     //> for (int i = 0; i < 4; ++i) w[i] = 0u;
     //> (void)word;
     const uint32_t u = word ^ 0x88888888u, v = u >> 8, magic = 0x64006400u;
@@ -109,7 +105,7 @@ __global__ void dequant_int4_kernel(const int32_t* __restrict__ Wq, const __half
 // (B's column g = token m0 + g), paired to match. The mma's K positions need not be the physical ones: a dot
 // product does not care about the order of its terms, as long as each weight meets its own x. Eight mma steps
 // take the 16 words two at a time.
-// The sums are Σ q·x over the K block; the group's scale multiplies them once, after the mma.
+// The sums are Σ q·x over the K block; the group's scale multiplies them once, after the mma (s·Σ q·x = Σ s·q·x).
 __global__ void __launch_bounds__(THREADS)
 gemv_int4_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const __half* __restrict__ scales,
                  __half* __restrict__ y, int M, int N, int K) {

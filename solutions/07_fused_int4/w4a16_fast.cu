@@ -1,6 +1,7 @@
 // Lesson 07's fast kernels (solutions/ only; the lesson's teaching kernels are in w4a16.cu beside it). Half the
 // bytes of INT8 for the same weights, so at decode the floor halves again; but each 16-byte load now brings 32
-// weights to convert instead of 16, and the work per byte and its latency, not the memory, set the time.
+// weights to convert instead of 16, and the latency of that work, not the memory, sets the time: in the lesson's
+// profile neither DRAM nor the issue slots come near their peak.
 // lessons/07_fused_int4/notes.md has what each choice below was measured against.
 // Ŵ = q · scale (symmetric, q in −8..7) or Ŵ = (q − zero) · scale (asymmetric, q in 0..15), per group of 128
 // weights along K; q packed 8 per int32, weight k in bits 4·(k % 8) of word k / 8 (harness/quant.py's pack_int4).
@@ -74,13 +75,16 @@ __device__ __forceinline__ Zero make_zero(const uint8_t* zeros, size_t i) {
 }
 
 // One packed word (8 weights) → 4 half2 of q − zero, exact small integers (the scale comes later: after the
-// mma in the GEMV, one multiply per output instead of one per weight pair). A nibble n ANDed into the low
-// mantissa bits under the exponent 0x64 is the half 1024 + n exactly; one LOP3 does that for two nibbles 16
-// bits apart (nibbles i and i + 4), so output word i holds weights i and i + 4 of the 8, and x is paired to
-// match (pair_x). The odd nibbles are used where they lie, 4 bits up: the half is then 1024 + 16n, and a
-// multiply by 1/16 (exact) inside an HFMA2 brings it to 64 + n, which saves the shifts: one shift per word
-// (by 8) for nibbles 2, 3, 6, 7. Then subtract the zero point (1024 + zero or 64 + zero). Symmetric q (−8..7,
-// two's complement nibbles) becomes q + 8 by flipping each nibble's top bit (one XOR per word), zero = 8.
+// mma in the GEMV, one multiply per sum instead of one per weight pair; see scale_words for the tiled kernel).
+// A nibble n ANDed into the low mantissa bits under the exponent 0x64 is the half 1024 + n exactly; one LOP3
+// does that for two nibbles 16 bits apart (nibbles i and i + 4), so output word i holds weights i and i + 4 of
+// the 8, and x is paired to match (pair_x). The odd nibbles are used where they lie, 4 bits up: the half is then
+// 1024 + 16n, and a multiply by 1/16 (exact) inside an HFMA2 brings it to 64 + n, which saves the shifts: one
+// shift per word (by 8) for nibbles 2, 3, 6, 7. Then subtract the zero point (1024 + zero or 64 + zero).
+// Symmetric q (−8..7, two's complement nibbles) becomes q + 8 by flipping each nibble's top bit (one XOR per
+// word), zero = 8. The XOR could fold into the LOP3s: (w & 0x000F000F) ^ 0x64086408 is one LOP3 (truth table
+// 0x6a) with the same result as ((w ^ 0x88888888) & 0x000F000F) | 0x64006400, and 0x64806480 does it for the
+// odd nibbles; Marlin stores q + 8 and needs no XOR.
 template <bool SYM>
 __device__ __forceinline__ void dequant8(uint32_t word, Zero z, uint32_t (&w)[4]) {
     const uint32_t u = SYM ? word ^ 0x88888888u : word, v = u >> 8, magic = 0x64006400u;
@@ -100,6 +104,9 @@ __device__ __forceinline__ void dequant32(const int4 v, Zero z, uint32_t (&w)[16
     dequant8<SYM>(uint32_t(v.w), z, *reinterpret_cast<uint32_t(*)[4]>(w + 12));
 }
 
+// The tiled kernel scales the weights, not the sums: its accumulators run over all of K, and per K tile a lane
+// holds 64 weight pairs and 32 or 64 sums, so a partial sum per group would save at most half the multiplies and
+// cost as many registers as the sums. The GEMV, with 32 pairs against 4 sums per K block, scales the sums.
 template <int N> __device__ __forceinline__ void scale_words(uint32_t* w, __half2 s) {  // Ŵ = (q − zero) · scale
 #pragma unroll
     for (int i = 0; i < N; ++i) w[i] = h2_bits(__hmul2(bits_h2(w[i]), s));
@@ -560,7 +567,8 @@ static void launch_tiled_cfg(const __half* x, const int32_t* Wq, const __half* s
 }
 
 // x with each 8-element piece in pair_x's order: the tiled kernel's four warps across N would otherwise each
-// pair the same x rows, K tile after K tile (at 64 tokens, more instructions than the weights' conversion).
+// pair the same x rows, K tile after K tile (at 64 tokens, 128 byte permutes per lane and K tile, against 160
+// instructions for its weights' conversion and 64 for their scale).
 __global__ void pair_x_kernel(const __half* __restrict__ x, __half* __restrict__ xp, size_t pieces) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < pieces; i += (size_t)gridDim.x * blockDim.x) {
         const int4 v = __ldg(reinterpret_cast<const int4*>(x) + i);

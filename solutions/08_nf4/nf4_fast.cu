@@ -119,8 +119,8 @@ gemv_nf4_kernel(const __half* __restrict__ x, const uint8_t* __restrict__ Wq, co
         for (int i = threadIdx.x; i < 256; i += NTHREADS) code[i] = dq.code[i];
     const float offset = DQ ? __ldg(dq.offset) : 0.f;
     build_pairs(table, cb);
-    // 32 lanes looking up random bytes in one 1 KB table meet in the same banks (3.5 of 3.7 shared wavefronts
-    // in the dequantize kernel were conflicts): a copy per bank, entry b of lane l at word 32b + l, and every
+    // 32 lanes looking up random bytes in one 1 KB table meet in the same banks (most of the pair dequantize
+    // kernel's shared wavefronts are conflicts): a copy per bank, entry b of lane l at word 32b + l, and every
     // lane reads its own bank. 32 KB per block.
     extern __shared__ __align__(16) uint32_t pairs[];  // [256][32], filled with 16-byte stores
     for (int i = threadIdx.x; i < 256 * 8; i += NTHREADS) {  // 16-byte stores: entry i / 8, lanes 4·(i % 8) …

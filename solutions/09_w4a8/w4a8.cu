@@ -22,51 +22,6 @@
 constexpr int GROUP = 128;  // weights per level-2 group along K; the kernel's K step is one group
 
 // ---------------------------------------------------------------------------------------------
-// Per-token INT8 quantization, one block per token: scale = absmax / 127, q = round-to-nearest-even(x / scale),
-// and the token's sum of q for the epilogue.
-constexpr int QTHREADS = 256;
-template <class T, class Op>
-__device__ __forceinline__ T block_reduce(T v, Op op, T* shared) {  // shared: QTHREADS / 32 slots
-#pragma unroll
-    for (int o = 16; o; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-    if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = v;
-    __syncthreads();
-    v = shared[0];
-#pragma unroll
-    for (int w = 1; w < QTHREADS / 32; ++w) v = op(v, shared[w]);
-    return v;
-}
-
-__global__ void __launch_bounds__(QTHREADS)
-quantize_tokens_kernel(const __half* __restrict__ x, int8_t* __restrict__ xq, float* __restrict__ sx,
-                       int* __restrict__ xsum, int K) {
-    const __half* xr = x + (size_t)blockIdx.x * K;
-    int8_t* qr = xq + (size_t)blockIdx.x * K;
-    __shared__ float smax[QTHREADS / 32];
-    __shared__ int ssum[QTHREADS / 32];
-    float m = 0.f;
-    for (int k = threadIdx.x; k < K; k += QTHREADS) m = fmaxf(m, fabsf(__half2float(xr[k])));
-    m = block_reduce(m, [](float a, float b) { return fmaxf(a, b); }, smax);
-    const float scale = m / 127.f, div = fmaxf(scale, 1.17549435e-38f);  // an all-zero row: q = 0, no NaN
-    if (threadIdx.x == 0) sx[blockIdx.x] = scale;
-    // BEGIN EXERCISE 09.b: the token's codes, and their sum for the epilogue
-    //> // TODO: write the token's K INT8 codes into qr (lesson 06's per-token quantization, with `div` as the
-    //> // scale: round to nearest even, stay within ±127, exactly as harness.quant does) and their sum over the
-    //> // whole row into xsum[blockIdx.x]: each thread sums its share, block_reduce above combines the shares
-    //> // (every thread of the block must call it). Roughly 8 lines.
-    //> (void)div; (void)qr; (void)ssum; (void)xsum;
-    int s = 0;
-    for (int k = threadIdx.x; k < K; k += QTHREADS) {
-        const int q = max(-127, min(127, __float2int_rn(__half2float(xr[k]) / div)));
-        qr[k] = (int8_t)q;
-        s += q;
-    }
-    s = block_reduce(s, [](int a, int b) { return a + b; }, ssum);
-    if (threadIdx.x == 0) xsum[blockIdx.x] = s;
-    // END EXERCISE
-}
-
-// ---------------------------------------------------------------------------------------------
 // mma.m16n8k32 (u8 × s8 → s32), one warp. Lane = 4g + t. The A fragment (16 weight rows × 32 K slots) is four
 // registers of four bytes: a[0] row g, slots 4t…4t+3; a[1] row g+8, slots 4t…; a[2] row g, slots 16+4t…;
 // a[3] row g+8, slots 16+4t…. B (32 K slots × 8 tokens): b0 slots 4t… and b1 slots 16+4t… of token g.
@@ -94,20 +49,63 @@ __device__ __forceinline__ uint32_t mad_hi(uint32_t a, uint32_t b, uint32_t c) {
 __device__ __forceinline__ void unpack_row(uint4 v, uint32_t gscale, uint32_t gzero, uint32_t (&a)[4][4], int h) {
     // BEGIN EXERCISE 09.a: the unpack, two instructions per four weights
     //> // TODO: for each word j (v.x, v.y, v.z, v.w), write a[j][h] (its low nibbles) and a[j][h + 2] (its
-    //> // high nibbles): in every byte 128 + (u − gzero)·gscale = u·gscale + (128 − gzero·gscale), computed
-    //> // for the four bytes at once with one mask and one 32-bit multiply-add per register (mad_hi above for
-    //> // the high nibbles: no shifts). The format keeps gzero·gscale ≤ 128, so the offset 128 − gzero·gscale
-    //> // is a byte in 0…128, and the bytes never carry into each other. Roughly 8 lines.
+    //> // high nibbles), every byte 128 + (u − gzero)·gscale: the four bytes of a register at once, with one
+    //> // mask and one 32-bit multiply-add (mad_hi above for the high nibbles), as your Python unpack_word of
+    //> // the lesson's section 2 does. Roughly 8 lines.
     //> (void)v; (void)gscale; (void)gzero;
     //> for (int j = 0; j < 4; ++j) a[j][h] = a[j][h + 2] = 0u;
-    const uint32_t c = (128u - gzero * gscale) * 0x01010101u;  // 128 − gzero·gscale in each of the four bytes
-    const uint32_t s_hi = gscale << 28;                         // (16u · 2²⁸ · gscale) >> 32 = u · gscale
+    const uint32_t off = (128u - gzero * gscale) * 0x01010101u;  // 128 − gzero·gscale in each of the four bytes
+    const uint32_t s_hi = gscale << 28;                           // (16u · 2²⁸ · gscale) >> 32 = u · gscale
     const uint32_t words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-        a[j][h] = (words[j] & 0x0F0F0F0Fu) * gscale + c;
-        a[j][h + 2] = mad_hi(words[j] & 0xF0F0F0F0u, s_hi, c);
+        a[j][h] = (words[j] & 0x0F0F0F0Fu) * gscale + off;
+        a[j][h + 2] = mad_hi(words[j] & 0xF0F0F0F0u, s_hi, off);
     }
+    // END EXERCISE
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-token INT8 quantization, one block per token: scale = absmax / 127, the codes q (the lesson's section 3
+// gives the rule), and the token's sum of q for the epilogue (exercise 09.c removes the +128 with it).
+constexpr int QTHREADS = 256;
+template <class T, class Op>
+__device__ __forceinline__ T block_reduce(T v, Op op, T* shared) {  // shared: QTHREADS / 32 slots
+#pragma unroll
+    for (int o = 16; o; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = shared[0];
+#pragma unroll
+    for (int w = 1; w < QTHREADS / 32; ++w) v = op(v, shared[w]);
+    return v;
+}
+
+__global__ void __launch_bounds__(QTHREADS)
+quantize_tokens_kernel(const __half* __restrict__ x, int8_t* __restrict__ xq, float* __restrict__ sx,
+                       int* __restrict__ xsum, int K) {
+    const __half* xr = x + (size_t)blockIdx.x * K;
+    int8_t* qr = xq + (size_t)blockIdx.x * K;
+    __shared__ float smax[QTHREADS / 32];
+    __shared__ int ssum[QTHREADS / 32];
+    float m = 0.f;
+    for (int k = threadIdx.x; k < K; k += QTHREADS) m = fmaxf(m, fabsf(__half2float(xr[k])));
+    m = block_reduce(m, [](float a, float b) { return fmaxf(a, b); }, smax);
+    const float scale = m / 127.f, div = fmaxf(scale, 1.17549435e-38f);  // an all-zero row: q = 0, no NaN
+    if (threadIdx.x == 0) sx[blockIdx.x] = scale;
+    // BEGIN EXERCISE 09.b: the token's codes, and their sum for the epilogue
+    //> // TODO: write the token's K INT8 codes into qr, by the rule of the lesson's section 3 (`div` is the
+    //> // divisor), and their sum over the whole row into xsum[blockIdx.x]: each thread sums its share,
+    //> // block_reduce above combines the shares (every thread of the block must call it). Roughly 8 lines.
+    //> (void)div; (void)qr; (void)ssum; (void)xsum;
+    int s = 0;
+    for (int k = threadIdx.x; k < K; k += QTHREADS) {
+        const int q = max(-127, min(127, __float2int_rn(__half2float(xr[k]) / div)));
+        qr[k] = (int8_t)q;
+        s += q;
+    }
+    s = block_reduce(s, [](int a, int b) { return a + b; }, ssum);
+    if (threadIdx.x == 0) xsum[blockIdx.x] = s;
     // END EXERCISE
 }
 

@@ -573,54 +573,48 @@ w4a16_kernel(const __half* __restrict__ x, const int32_t* __restrict__ Wq, const
                 }
     }
 
-    // Split K: the tile's part launched last (z = splits − 1, the owner) adds the others' partials in split order
-    // and stores the tile. The others publish theirs: their stores, a barrier, then one thread's release (a GPU-scope
-    // fence and a counter increment: the fence also releases what the block's other threads stored before the
-    // barrier; the arrive/wait pair of Marlin's split-K and CUTLASS's barrier.h). The owner keeps its own part in
-    // registers and polls the counter with acquire loads. Waiting is safe because blocks are dispatched in the order
-    // of their linear index (what Marlin's and CUTLASS's split-K waits assume too; CUDA does not document it): the
-    // other parts of a tile have lower z, so they are resident or done, and they wait on nothing. Against the last
-    // block to arrive doing the sum (a fence in every thread, an atomicAdd, a second fence), 1-8% faster at M ≤ 32
-    // on the split shapes, outputs equal bit for bit (lessons/10_pipelined_w4a16/notes.md, “What the split costs at decode sizes, and a cheaper fix-up”).
+    // Split K: every part stores its partials, then one thread publishes them (a barrier, a GPU-scope fence that
+    // also releases what the block's other threads stored, and the counter's increment, which returns the count
+    // before it). The part that sees splits - 1 arrivals before its own is the last: it adds all the parts in split
+    // order (its own from registers) and stores the tile. Nobody waits for another block, so the kernel cannot hang
+    // whatever order, or however few at a time, the GPU runs its blocks in; the sum's order, and so the result, does
+    // not depend on which part came last.
     if (splits > 1) {
         const int tile = blockIdx.y * gridDim.x + blockIdx.x, z = blockIdx.z;
-        if (z != splits - 1) {
-            float* mine = ws + ((size_t)tile * splits + z) * (BM * TBN);
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) __stcg(mine + ((mt * NT + nt) * 4 + e) * THREADS + threadIdx.x, acc[mt][nt][e]);
-            __syncthreads();
-            if (threadIdx.x == 0)
-                asm volatile("fence.acq_rel.gpu;\n"
-                             "red.relaxed.gpu.global.add.s32 [%0], 1;\n" ::"l"(counters + tile) : "memory");
-            return;
-        }
-        if (threadIdx.x == 0) {
-            int arrived;
-            do {
-                asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(arrived) : "l"(counters + tile) : "memory");
-            } while (arrived != splits - 1);
-            counters[tile] = 0;  // ready for the next launch (which increments only after this kernel is done)
-        }
-        __syncthreads();
-        const float* part = ws + (size_t)tile * splits * (BM * TBN) + threadIdx.x;
-        float sum[MT][NT][4] = {};
-        for (int p = 0; p < splits - 1; ++p, part += BM * TBN)
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) sum[mt][nt][e] += __ldcg(part + ((mt * NT + nt) * 4 + e) * THREADS);
+        float* mine = ws + ((size_t)tile * splits + z) * (BM * TBN);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-                for (int e = 0; e < 4; ++e) acc[mt][nt][e] = sum[mt][nt][e] + acc[mt][nt][e];  // split order: own last
+                for (int e = 0; e < 4; ++e) __stcg(mine + ((mt * NT + nt) * 4 + e) * THREADS + threadIdx.x, acc[mt][nt][e]);
+        __syncthreads();
+        __shared__ int last;
+        if (threadIdx.x == 0) {
+            int before;
+            asm volatile("fence.acq_rel.gpu;\n"
+                         "atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(before) : "l"(counters + tile) : "memory");
+            last = before == splits - 1;
+            if (last) counters[tile] = 0;  // ready for the next launch (which increments only after this kernel is done)
+        }
+        __syncthreads();
+        if (!last) return;
+        const float* part = ws + (size_t)tile * splits * (BM * TBN) + threadIdx.x;
+        float sum[MT][NT][4] = {};
+        for (int p = 0; p < splits; ++p, part += BM * TBN)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        sum[mt][nt][e] += p == z ? acc[mt][nt][e] : __ldcg(part + ((mt * NT + nt) * 4 + e) * THREADS);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[mt][nt][e] = sum[mt][nt][e];
     }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)

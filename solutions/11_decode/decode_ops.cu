@@ -67,67 +67,21 @@ __device__ __forceinline__ void store4(__half* p, const float (&f)[4]) {
     *reinterpret_cast<uint2*>(p) = u;
 }
 
-// ------------------------------------------------------------------------------------------------------------------
-// residual += delta; y = residual / sqrt(mean(residual²) + eps) · w. One block per row; out = [residual; y], each
-// [M, H]. h may be out's first half (the model updates its residual in place): a thread reads its 8 elements of h
-// before it writes the same 8 of out, and no other thread touches them, so no __restrict__ here.
-
-constexpr int NORM_THREADS = 256;
-
-__global__ void __launch_bounds__(NORM_THREADS) add_rmsnorm_kernel(const __half* h, const __half* delta,
-                                                                    const __half* w, __half* out, int M, int H,
-                                                                    float eps) {
-    pdl_trigger();
-    pdl_wait();  // h and delta come from the kernels before (nothing here is worth loading earlier)
-    const int row = blockIdx.x;
-    const __half* hr = h + (size_t)row * H;
-    const __half* dr = delta + (size_t)row * H;
-    __half* res = out + (size_t)row * H;
-    __half* y = out + (size_t)M * H + (size_t)row * H;
-    float ss = 0.f;
-    for (int i = threadIdx.x * 8; i < H; i += NORM_THREADS * 8) {
-        const uint4 a = *reinterpret_cast<const uint4*>(hr + i), d = *reinterpret_cast<const uint4*>(dr + i);
-        const __half2* a2 = reinterpret_cast<const __half2*>(&a);
-        const __half2* d2 = reinterpret_cast<const __half2*>(&d);
-        uint4 r;
-        __half2* r2 = reinterpret_cast<__half2*>(&r);
+// 8 halves in a uint4 (one 16-byte load) <-> 8 floats: the uint4 is 4 half2, element 2j in the low half of word j.
+__device__ __forceinline__ void unpack8(uint4 u, float (&f)[8]) {
+    const __half2* h = reinterpret_cast<const __half2*>(&u);
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const float2 fa = __half22float2(a2[j]), fd = __half22float2(d2[j]);
-            r2[j] = __floats2half2_rn(fa.x + fd.x, fa.y + fd.y);
-            const float2 fr = __half22float2(r2[j]);  // the norm is of the residual as stored (FP16)
-            ss += fr.x * fr.x + fr.y * fr.y;
-        }
-        *reinterpret_cast<uint4*>(res + i) = r;
+    for (int j = 0; j < 4; ++j) {
+        const float2 p = __half22float2(h[j]);
+        f[2 * j] = p.x, f[2 * j + 1] = p.y;
     }
-    __shared__ float part[NORM_THREADS / 32];
-    // BEGIN EXERCISE 11.c: the block's sum of squares, and the row's 1 / RMS
-    //> // TODO: ss is this thread's share of Σ residual² over the row. Give every thread of the block inv_rms, the
-    //> // reciprocal of the row's root-mean-square (with eps added under the root, as RMSNorm defines it), using
-    //> // part[] to combine the warps. Roughly 6 lines. Until you do, every normalised output is exactly 0.
-    //> (void)part;
-    //> const float inv_rms = 0.f;
-    ss = warp_sum(ss);
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    float total = 0.f;
+}
+__device__ __forceinline__ uint4 pack8(const float (&f)[8]) {  // rounded to nearest
+    uint4 u;
+    __half2* h = reinterpret_cast<__half2*>(&u);
 #pragma unroll
-    for (int i = 0; i < NORM_THREADS / 32; ++i) total += part[i];
-    const float inv_rms = rsqrtf(total / H + eps);
-    // END EXERCISE
-    for (int i = threadIdx.x * 8; i < H; i += NORM_THREADS * 8) {  // the thread's own stores, read back from L1/L2
-        const uint4 r = *reinterpret_cast<const uint4*>(res + i), g = *reinterpret_cast<const uint4*>(w + i);
-        const __half2* r2 = reinterpret_cast<const __half2*>(&r);
-        const __half2* g2 = reinterpret_cast<const __half2*>(&g);
-        uint4 o;
-        __half2* o2 = reinterpret_cast<__half2*>(&o);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const float2 fr = __half22float2(r2[j]), fg = __half22float2(g2[j]);
-            o2[j] = __floats2half2_rn(fr.x * inv_rms * fg.x, fr.y * inv_rms * fg.y);
-        }
-        *reinterpret_cast<uint4*>(y + i) = o;
-    }
+    for (int j = 0; j < 4; ++j) h[j] = __floats2half2_rn(f[2 * j], f[2 * j + 1]);
+    return u;
 }
 
 // ------------------------------------------------------------------------------------------------------------------
@@ -136,7 +90,7 @@ __global__ void __launch_bounds__(NORM_THREADS) add_rmsnorm_kernel(const __half*
 // walks every 8th position of its range with its own running ("online") softmax, as FlashAttention does: a running
 // max m, a running sum l of 2^(s − m), and the running 2^(s − m)-weighted sum of v, rescaled whenever m grows. The
 // warps' states are merged in shared memory; with several splits each block stores its merged state and the split
-// launched last of a (sequence, head) merges them all. Scores are in log2 units (q is pre-scaled by
+// that finishes last of a (sequence, head) merges them all. Scores are in log2 units (q is pre-scaled by
 // log2(e) / sqrt(128)), so every exponential is one exp2f.
 
 struct SoftmaxState {
@@ -266,25 +220,21 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) decode_attention_kernel(
         }
     }
     if (splits == 1) return;
-    // The (sequence, head)'s split launched last (its owner) merges: the others publish their states with one
-    // thread's release (a GPU-scope fence after the block's barrier, then a counter increment), the owner polls the
-    // counter with acquire loads. It may wait: blocks are dispatched in the order of their linear index, so the other
-    // splits (lower z) are running or done, and they wait on nothing.
+    // The split that finishes last merges: each publishes its state with one thread's release (a GPU-scope fence
+    // after the block's barrier, then the counter's increment, which returns the count before it). The block that
+    // sees splits - 1 arrivals before its own is the last, and the only one left: it merges. Nobody waits for another
+    // block, so the kernel cannot hang whatever order, or however few at a time, the GPU runs its blocks in.
     __syncthreads();
-    if (split != splits - 1) {
-        if (threadIdx.x == 0)
-            asm volatile("fence.acq_rel.gpu;\n"
-                         "red.relaxed.gpu.global.add.s32 [%0], 1;\n" ::"l"(counters + bh) : "memory");
-        return;
-    }
+    __shared__ int sm_last;
     if (threadIdx.x == 0) {
-        int arrived;
-        do {
-            asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(arrived) : "l"(counters + bh) : "memory");
-        } while (arrived != splits - 1);
-        counters[bh] = 0;  // ready for the next call (a CUDA graph replays this kernel as it is)
+        int before;
+        asm volatile("fence.acq_rel.gpu;\n"
+                     "atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(before) : "l"(counters + bh) : "memory");
+        sm_last = before == splits - 1;
+        if (sm_last) counters[bh] = 0;  // ready for the next call (a CUDA graph replays this kernel as it is)
     }
     __syncthreads();
+    if (!sm_last) return;
     __shared__ float sm_split[MAX_SPLITS * PART];
     for (int i = threadIdx.x; i < splits * PART; i += ATT_WARPS * 32)
         sm_split[i] = __ldcg(work + bh * splits * PART + i);  // from L2: other blocks wrote these
@@ -297,6 +247,61 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) decode_attention_kernel(
 }
 
 // ------------------------------------------------------------------------------------------------------------------
+// residual += delta; y = residual / sqrt(mean(residual²) + eps) · w. One block per row; out = [residual; y], each
+// [M, H]. h may be out's first half (the model updates its residual in place): a thread reads its 8 elements of h
+// before it writes the same 8 of out, and no other thread touches them, so no __restrict__ here.
+
+constexpr int NORM_THREADS = 256;
+
+__global__ void __launch_bounds__(NORM_THREADS) add_rmsnorm_kernel(const __half* h, const __half* delta,
+                                                                    const __half* w, __half* out, int M, int H,
+                                                                    float eps) {
+    pdl_trigger();
+    pdl_wait();  // h and delta come from the kernels before (nothing here is worth loading earlier)
+    const int row = blockIdx.x;
+    const __half* hr = h + (size_t)row * H;
+    const __half* dr = delta + (size_t)row * H;
+    __half* res = out + (size_t)row * H;
+    __half* y = out + (size_t)M * H + (size_t)row * H;
+    float ss = 0.f;
+    for (int i = threadIdx.x * 8; i < H; i += NORM_THREADS * 8) {
+        float fa[8], fd[8], fr[8];
+        unpack8(*reinterpret_cast<const uint4*>(hr + i), fa);
+        unpack8(*reinterpret_cast<const uint4*>(dr + i), fd);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) fr[j] = fa[j] + fd[j];
+        const uint4 r = pack8(fr);
+        unpack8(r, fr);  // the norm is of the residual as stored (FP16)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) ss += fr[2 * j] * fr[2 * j] + fr[2 * j + 1] * fr[2 * j + 1];
+        *reinterpret_cast<uint4*>(res + i) = r;
+    }
+    __shared__ float part[NORM_THREADS / 32];
+    // BEGIN EXERCISE 11.c: the block's sum of squares, and the row's 1 / RMS
+    //> // TODO: ss is this thread's share of Σ residual² over the row. Give every thread of the block inv_rms, the
+    //> // reciprocal of the row's root-mean-square (with eps added under the root, as RMSNorm defines it), using
+    //> // part[] to combine the warps. Roughly 6 lines. Until you do, every normalised output is exactly 0.
+    //> (void)part;
+    //> const float inv_rms = 0.f;
+    ss = warp_sum(ss);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float total = 0.f;
+#pragma unroll
+    for (int i = 0; i < NORM_THREADS / 32; ++i) total += part[i];
+    const float inv_rms = rsqrtf(total / H + eps);
+    // END EXERCISE
+    for (int i = threadIdx.x * 8; i < H; i += NORM_THREADS * 8) {  // the thread's own stores, read back from L1/L2
+        float fr[8], fg[8], o[8];
+        unpack8(*reinterpret_cast<const uint4*>(res + i), fr);
+        unpack8(*reinterpret_cast<const uint4*>(w + i), fg);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) o[j] = fr[j] * inv_rms * fg[j];
+        *reinterpret_cast<uint4*>(y + i) = pack8(o);
+    }
+}
+
+// ------------------------------------------------------------------------------------------------------------------
 // act[m, i] = silu(g) · u with g = gate_up[m, i], u = gate_up[m, I + i]; 8 elements (one 16-byte load) per thread.
 
 __global__ void silu_mul_kernel(const __half* __restrict__ gu, __half* __restrict__ act, int M, int I) {
@@ -304,25 +309,19 @@ __global__ void silu_mul_kernel(const __half* __restrict__ gu, __half* __restric
     pdl_wait();
     const int per_row = I / 8;
     for (int v = blockIdx.x * blockDim.x + threadIdx.x; v < M * per_row; v += gridDim.x * blockDim.x) {
-        const int m = v / per_row, i = (v % per_row) * 8;
-        const uint4 g = *reinterpret_cast<const uint4*>(gu + (size_t)m * 2 * I + i);
-        const uint4 u = *reinterpret_cast<const uint4*>(gu + (size_t)m * 2 * I + I + i);
-        uint4 r;
         // BEGIN EXERCISE 11.d: SwiGLU's activation
-        //> // TODO: r holds 8 halves (as g and u do): set each to silu(g) · u of the same element, computed in FP32.
-        //> // Roughly 8 lines. Until you do, every output is exactly 0.
-        //> (void)g; (void)u;
-        //> r = make_uint4(0u, 0u, 0u, 0u);
-        const __half2* g2 = reinterpret_cast<const __half2*>(&g);
-        const __half2* u2 = reinterpret_cast<const __half2*>(&u);
-        __half2* r2 = reinterpret_cast<__half2*>(&r);
+        //> // TODO: output vector v is 8 consecutive elements of one row of act. Load their 8 gates and 8 ups from gu
+        //> // (the layout above; one 16-byte load each), compute silu(gate) · up in FP32 and store the 8 results with
+        //> // one 16-byte store (unpack8 and pack8 above convert). Roughly 8 lines. Until you do, act is not written.
+        //> (void)v; (void)per_row; (void)gu; (void)act;
+        const int m = v / per_row, i = (v % per_row) * 8;
+        float g[8], u[8], a[8];
+        unpack8(*reinterpret_cast<const uint4*>(gu + (size_t)m * 2 * I + i), g);
+        unpack8(*reinterpret_cast<const uint4*>(gu + (size_t)m * 2 * I + I + i), u);
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const float2 fg = __half22float2(g2[j]), fu = __half22float2(u2[j]);
-            r2[j] = __floats2half2_rn(fg.x / (1.f + __expf(-fg.x)) * fu.x, fg.y / (1.f + __expf(-fg.y)) * fu.y);
-        }
+        for (int j = 0; j < 8; ++j) a[j] = g[j] / (1.f + __expf(-g[j])) * u[j];
+        *reinterpret_cast<uint4*>(act + (size_t)m * I + i) = pack8(a);
         // END EXERCISE
-        *reinterpret_cast<uint4*>(act + (size_t)m * I + i) = r;
     }
 }
 

@@ -137,8 +137,8 @@ __global__ void __launch_bounds__(NORM_THREADS) add_rmsnorm_kernel(const __half*
 // splitting the keys is "flash-decoding"). In a block each of 8 warps walks every 8th position of its range with its
 // own running ("online") softmax per q head, as FlashAttention does: a running max m, a running sum l of 2^(s − m),
 // and the running 2^(s − m)-weighted sum of v, rescaled whenever m grows. The warps' states are merged in shared
-// memory; with several splits each block stores its merged states and the split launched last of a (sequence, group)
-// merges them all. Scores are in log2 units (q is pre-scaled by log2(e) / sqrt(128)), so every exponential is
+// memory; with several splits each block stores its merged states and the split that finishes last of a (sequence,
+// group) merges them all. Scores are in log2 units (q is pre-scaled by log2(e) / sqrt(128)), so every exponential is
 // one exp2f.
 
 struct SoftmaxState {
@@ -302,25 +302,21 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) decode_attention_kernel(
         mine[2 + d] = r.a;
         if (d == 0) mine[0] = r.m, mine[1] = r.l;
     }
-    // The (sequence, q heads)'s split launched last (its owner) merges: the others publish their states with one
-    // thread's release (a GPU-scope fence after the block's barrier, then a counter increment), the owner polls the
-    // counter with acquire loads. It may wait: blocks are dispatched in the order of their linear index, so the other
-    // splits (lower z) are running or done, and they wait on nothing.
+    // The split that finishes last merges: each publishes its state with one thread's release (a GPU-scope fence
+    // after the block's barrier, then the counter's increment, which returns the count before it). The block that
+    // sees splits - 1 arrivals before its own is the last, and the only one left: it merges. Nobody waits for another
+    // block, so the kernel cannot hang whatever order, or however few at a time, the GPU runs its blocks in.
     __syncthreads();
-    if (split != splits - 1) {
-        if (threadIdx.x == 0)
-            asm volatile("fence.acq_rel.gpu;\n"
-                         "red.relaxed.gpu.global.add.s32 [%0], 1;\n" ::"l"(counters + bh) : "memory");
-        return;
-    }
+    __shared__ int sm_last;
     if (threadIdx.x == 0) {
-        int arrived;
-        do {
-            asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(arrived) : "l"(counters + bh) : "memory");
-        } while (arrived != splits - 1);
-        counters[bh] = 0;  // ready for the next call (a CUDA graph replays this kernel as it is)
+        int before;
+        asm volatile("fence.acq_rel.gpu;\n"
+                     "atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(before) : "l"(counters + bh) : "memory");
+        sm_last = before == splits - 1;
+        if (sm_last) counters[bh] = 0;  // ready for the next call (a CUDA graph replays this kernel as it is)
     }
     __syncthreads();
+    if (!sm_last) return;
     __shared__ float sm_split[MAX_SPLITS * PART];
     for (int g = 0; g < G; ++g) {  // one head at a time through shared memory
         for (int i = threadIdx.x; i < splits * PART; i += ATT_WARPS * 32)

@@ -6,8 +6,9 @@
 // What it adds to the teaching kernel:
 //   - the token tile follows M (8, 16, 32, 64 or 128 tokens: wgmma's N), so a decode call multiplies no padding;
 //   - split-K by lesson 09's cost model when the tiles cannot fill the SMs (lesson 10's fix-up);
-//   - the warps dequantize the next K tile while the last one's wgmma run (two register sets,
-//     wgmma.wait_group 1), and one block barrier per K tile frees the stage instead of a second mbarrier;
+//   - the warps dequantize the next K tile while the last one's wgmma run (wgmma.wait_group 1), into a second
+//     register set: an in-flight wgmma's A registers must not be written (PTX ISA, wgmma.wait_group); and one block
+//     barrier per K tile frees the stage instead of a second mbarrier;
 //   - the weights are copied with an L2 evict-first hint (each is read once).
 // The copies: one thread per block issues every copy of a K tile: x through a TMA tensor map (a 2-D box, rows
 // past M filled with zeros by the hardware, written in the 128-byte swizzle wgmma reads), the weights and scales
@@ -69,7 +70,11 @@ __device__ __forceinline__ void frag_w(uint32_t u, __half2 s_lo, __half2 s_hi, u
 
 // --- mbarriers and the copy engine ---------------------------------------------------------------------------
 // A stage's mbarrier expects one arrival (the producer's, which also announces the bytes to come); it completes
-// its phase when that arrival and all the announced bytes have landed. Waiters name the phase's parity.
+// its phase when that arrival and all the announced bytes have landed. Waiters name the phase's parity; one bit is
+// enough (try_wait is defined for the current phase and the one before, PTX ISA) because the block barrier before
+// each refill keeps every waiter within one phase. try_wait may suspend the thread for a system-dependent time, so
+// the wait loop is not a pure spin. A bulk copy's completion, seen on the mbarrier, carries an implicit
+// generic-async proxy fence: its bytes are visible to the waiting thread's loads and to its wgmma.
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
     HOPPER(asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count)));
 }
@@ -104,7 +109,8 @@ template <int R> __device__ __forceinline__ void pin(float (&d)[R]) {
 
 // x's tile in shared memory, as the TMA writes it with CU_TENSOR_MAP_SWIZZLE_128B: per stage two boxes (K 0-63,
 // K 64-127) of BM token rows × 128 bytes; within each 8-row, 1024-byte atom the 16-byte piece p of row r sits at
-// piece p ^ (r % 8), so the 8 rows of one piece fall in 8 different bank groups (lesson 10 did this by hand).
+// piece p ^ (r % 8) (lesson 10 did this by hand): 128-byte rows are a layout wgmma reads only in this mode (PTX ISA,
+// "Shared Memory Matrix Layout"). No thread stores to shared memory that wgmma reads, so no fence.proxy.async.
 // wgmma reads B through a 64-bit matrix descriptor (PTX ISA, "Matrix Descriptor Format"):
 //   bits  0-13  start address >> 4 (shared window)      bits 16-29  leading-dimension byte offset >> 4
 //   bits 32-45  stride-dimension byte offset >> 4       bits 62-63  swizzle: 1 = 128-byte
@@ -245,7 +251,9 @@ wgmma_w4a16_kernel(const __grid_constant__ CUtensorMap xmap, const int32_t* __re
         __syncthreads();
         if (threadIdx.x == 0 && i + STAGES - 1 < nk) produce(kt_begin + i + STAGES - 1, (i + STAGES - 1) % STAGES);
     };
-    uint32_t a0[8][4], a1[8][4];  // two register sets, so the unrolled pair of steps indexes them statically
+    // Two register sets: step i dequantizes into one while step i - 1's wgmma may still read the other (writing an
+    // in-flight wgmma's A registers is undefined); the unrolled pair of steps names them statically.
+    uint32_t a0[8][4], a1[8][4];
     int i = 0;
     for (; i + 1 < nk; i += 2) {
         step(i, a0);

@@ -1,7 +1,8 @@
 """Draw lesson 04's pictures into this folder:  python lessons/04_tensor_cores/figures/draw.py
 
 fragment_layout.png  which lane holds which element of mma.sync m16n8k16's A (16×16), B (16×8) and C (16×8)
-ldmatrix.png         ldmatrix.x4 on a 16×16 FP16 tile of x: the row each lane points at, the matrix each fills
+ldmatrix.png         ldmatrix.x4 on a 16×16 FP16 tile of x: the four matrices and the registers they fill, matrix 0's lanes
+ldmatrix_b.png       B's side: 16 rows of W's tile, the 8×8 piece behind b0 and b1 of each of two n8 tiles
 swizzle.png          the 8 rows one ldmatrix phase reads, in plain, padded and swizzled 128-byte rows
 pipeline.png         one stage (copy, wait, multiply) against two (tile k + 1 copies while tile k is multiplied)
 """
@@ -18,10 +19,18 @@ REG = ["#8FB3E0", "#F2C7A5", "#A8D5B0", "#E3B5D9"]
 X, W = "#DD8452", "#55A868"
 
 
+def _key(ax, x0, y, names, fontsize=7.5):
+    """A colour key: one swatch per register, REG[i] for names[i], left to right from x0 at height y."""
+    for i, name in enumerate(names):
+        box(ax, x0 + 2.2 * i, y, x0 + 2.2 * i + 0.8, y + 0.8, color=REG[i], edge=PALETTE["grid"], lw=0.6)
+        ax.text(x0 + 2.2 * i + 1.0, y + 0.4, name, ha="left", va="center", fontsize=fontsize)
+
+
 def fragment_layout():
     """A: lane 4g + t holds rows g, g + 8 and columns 2t, 2t + 1 (+8). B: rows (k) 2t, 2t + 1 (+8) of column g.
-    C: rows g, g + 8, columns 2t, 2t + 1. Each cell shows the lane that holds it; its colour, the register."""
-    fig, (aa, ab, ac) = figure(14, 6.2, ncols=3, gridspec_kw={"width_ratios": [16, 8.6, 8.6]})
+    C: rows g, g + 8, columns 2t, 2t + 1. Each cell shows the lane that holds it; its colour, the register (the key
+    under each panel)."""
+    fig, (aa, ab, ac) = figure(14, 6.8, ncols=3, gridspec_kw={"width_ratios": [16, 8.6, 8.6]})
 
     def a_reg(r, c):
         return (r >= 8) + 2 * (c >= 8)
@@ -30,33 +39,38 @@ def fragment_layout():
     grid(ab, 16, 8, color=lambda r, c: REG[r >= 8], label=lambda r, c: str(4 * c + (r % 8) // 2), fontsize=6.5)
     grid(ac, 16, 8, color=lambda r, c: REG[2 * (r >= 8) + c % 2], label=lambda r, c: str(4 * (r % 8) + c // 2),
          fontsize=6.5)
-    for ax, cols, title, xl, yl in ((aa, 16, "A (16 × 16, x): registers a0 a1 / a2 a3", "k", "row m"),
-                                    (ab, 8, "B (16 × 8, Wᵀ): b0 / b1", "column n", "k"),
-                                    (ac, 8, "C (16 × 8): c0 c1 / c2 c3", "column n", "row m")):
+    for ax, cols, title, xl, yl, regs in ((aa, 16, "A (16 × 16, x)", "k", "row m", ["a0", "a1", "a2", "a3"]),
+                                          (ab, 8, "B (16 × 8, Wᵀ)", "column n", "k", ["b0", "b1"]),
+                                          (ac, 8, "C (16 × 8)", "column n", "row m", ["c0", "c1", "c2", "c3"])):
         ax.set_title(title, fontsize=9)
         ax.text(cols / 2, 16.8, xl + " →", ha="center", va="top", fontsize=8)
         ax.text(-0.5, 8, yl + " ↓", ha="right", va="center", fontsize=8, rotation=90)
-        matrix_view(ax, -1.2, -0.4, cols, 17.6)
-    fig.text(0.5, 0.02, "number = lane (g = lane / 4, t = lane % 4); each A/B register holds two neighbouring "
-             "halves, each C register one float", ha="center", fontsize=8)
+        _key(ax, 0, 18.0, regs)
+        matrix_view(ax, -1.2, -0.4, cols, 19.0)
+    fig.text(0.5, 0.02, "number = lane (g = lane / 4, t = lane % 4); colour = register (key under each matrix); each "
+             "A and B register holds two neighbouring halves, each C register one float", ha="center", fontsize=8)
     save(fig, HERE / "fragment_layout.png")
 
 
 def ldmatrix():
-    """Left: a 16-row × 32-byte piece of a shared tile; lane L points at row L % 16, chunk L / 16 (A's addresses).
-    Right: what one 8×8 matrix delivers: lane L gets row L / 4, halves 2·(L % 4), +1, in register r[q]."""
+    """Left: a 16-row × 32-byte piece of x's shared tile split into the four 8×8 matrices of one ldmatrix.x4 for A,
+    coloured by the register each fills; only matrix 0's lanes are drawn (lane L points at row L % 8 of matrix
+    L / 8: the rest is exercise 04.b's). Right: what one 8×8 matrix delivers: lane L gets row L / 4, halves
+    2·(L % 4), +1, in register r[q]."""
     fig, (al, ar) = figure(11, 5.6, ncols=2, gridspec_kw={"width_ratios": [1, 1.25]})
     for r in range(16):
         for c in range(2):
             q = (r >= 8) + 2 * c
             box(al, 3 * c, r, 3 * c + 3, r + 1, color=REG[q], edge=PALETTE["grid"], lw=0.6,
-                text=f"lane {r + 16 * c}", fontsize=7)
+                text=f"lane {r}" if q == 0 else None, fontsize=7)
     for q in range(4):
         r0, c = 8 * (q % 2), q // 2
         al.text(6.3 if c else -0.3, r0 + 4, f"matrix {q} → a{q}", ha="left" if c else "right", va="center",
                 fontsize=8)
     al.text(3, -0.6, "16 rows of x's tile × 2 chunks (32 bytes of K)", ha="center", va="bottom", fontsize=8)
-    matrix_view(al, -3.2, -1.6, 9.4, 16)
+    al.text(3, 16.4, "lane L points at row L % 8 of matrix L / 8\n(matrix 0's lanes drawn)", ha="center", va="top",
+            fontsize=8)
+    matrix_view(al, -3.2, -1.6, 9.4, 17.6)
     grid(ar, 8, 4, x0=0, y0=0, color=REG[0], label=lambda r, c: str(4 * r + c), fontsize=7, cell=1.4)
     ar.text(2.8, -0.4, "one 8 × 8 matrix: 8 rows × 16 bytes", ha="center", va="bottom", fontsize=8)
     for c in range(4):
@@ -66,6 +80,34 @@ def ldmatrix():
             ha="left", va="center", fontsize=8)
     matrix_view(ar, -0.4, -1.4, 11.5, 12.6)
     save(fig, HERE / "ldmatrix.png")
+
+
+def ldmatrix_b():
+    """B's side of ldmatrix.x4: 16 rows of W's shared tile (16 columns n of Wᵀ, two n8 tiles) × the 2 chunks of one
+    k16 step. Each 8×8 piece is one register of one n8 tile's B fragment: b0 holds k 0-7 of the step, b1 k 8-15, and
+    a row of W is a column of Wᵀ, so no .trans. Which matrix of the instruction each piece is, and so which lane
+    points where, is exercise 04.b's to choose."""
+    fig, (al, ar) = figure(11, 5.4, ncols=2, gridspec_kw={"width_ratios": [1, 1.1]})
+    for r in range(16):
+        for c in range(2):
+            box(al, 3 * c, r, 3 * c + 3, r + 1, color=REG[c], edge=PALETTE["grid"], lw=0.6,
+                text=f"W row {r}" if c == 0 else None, fontsize=7)
+    for tile in range(2):
+        for c in range(2):
+            al.text(6.3 if c else -0.3, 8 * tile + 4, f"n8 tile {tile}: b{c}", ha="left" if c else "right",
+                    va="center", fontsize=8)
+    al.text(3, -0.6, "16 rows of W's tile × 2 chunks (one k16 step)", ha="center", va="bottom", fontsize=8)
+    al.text(1.5, 16.4, "chunk 2s:\nk 0-7", ha="center", va="top", fontsize=7.5)
+    al.text(4.5, 16.4, "chunk 2s + 1:\nk 8-15", ha="center", va="top", fontsize=7.5)
+    matrix_view(al, -3.6, -1.6, 9.8, 17.6)
+    grid(ar, 8, 4, x0=0, y0=0, color=REG[0], label=lambda r, c: str(4 * r + c), fontsize=7, cell=1.4)
+    ar.text(2.8, -0.4, "the piece (rows 0-7, chunk 2s): b0 of n8 tile 0", ha="center", va="bottom", fontsize=8)
+    for c in range(4):
+        ar.text(1.4 * c + 0.7, 11.6, f"k {2 * c},{2 * c + 1}", ha="center", va="center", fontsize=6.5, rotation=90)
+    ar.text(6.2, 3.5, "row g of W = column g of Wᵀ:\nlane 4g + t receives k 2t, 2t + 1\nof it, which is b0 of lane\n"
+            "(g, t) in the fragment: any\nmatrix of the ldmatrix.x4\ncan fill it", ha="left", va="center", fontsize=8)
+    matrix_view(ar, -0.4, -1.4, 12.5, 12.6)
+    save(fig, HERE / "ldmatrix_b.png")
 
 
 def swizzle():
@@ -125,6 +167,6 @@ def pipeline():
 
 
 if __name__ == "__main__":
-    for draw in (fragment_layout, ldmatrix, swizzle, pipeline):
+    for draw in (fragment_layout, ldmatrix, ldmatrix_b, swizzle, pipeline):
         draw()
         print("drew", draw.__name__)

@@ -34,8 +34,8 @@ def four_routes():
             box(ax, x, y, x + r, y + 1, color=READ, lw=0.8)
             if w:
                 box(ax, x + r, y, x + r + w, y + 1, color=WRITE, lw=0.8)
-            if r + w >= 5:
-                ax.text(x + (r + w) / 2, y + 0.5, f"{name}\nread {r}, write {w}", ha="center", va="center",
+            if r + w >= 5:  # above the bar: inside, the label would straddle the read / write edge
+                ax.text(x + (r + w) / 2, y - 0.05, f"{name}: read {r}, write {w}", ha="center", va="bottom",
                         fontsize=7)
             x += r + w
         total = sum(r + w for _, r, w in kernels)
@@ -129,8 +129,8 @@ def gemv_lanes():
     a1.text(0, -0.4, "row n of W, k →  (a cell: 16 weights, one 16-byte load; its number: the lane; 8 lanes drawn)",
             ha="left",
             va="bottom", fontsize=8)
-    a1.text(0, 3.2, "with 32 lanes, lane l reads pieces l, l + 32, l + 64, …: a step of the warp reads 32 × 16 = 512\n"
-            "consecutive bytes of the row, and each lane keeps a partial sum per token", ha="left", va="top",
+    a1.text(0, 3.2, "each step of the warp reads neighbouring pieces, and each lane keeps a partial sum per token;\n"
+            "the warp's 32 lanes read 32 × 16 = 512 consecutive bytes of the row per step", ha="left", va="top",
             fontsize=8)
     a1.set_title("a warp per output n: the lanes split K", fontsize=10)
     a1.set_xlim(-0.5, lanes * steps + 0.5)
@@ -165,7 +165,7 @@ def w8a8_scales():
     box(ax, 17, 2.6, 23, 4.2, color=PALETTE["memory"], text="q (INT8), sw[n]", fontsize=f)
     box(ax, 25, 0.6, 33, 3.6, color=PALETTE["sm"], text="Σ xq · q, exact in INT32\n(__dp4a: 4 products\nper instruction)",
         fontsize=f)
-    box(ax, 35, 0.6, 43, 3.6, color=PALETTE["sm"], text="epilogue:\ny = sum · sx[m] · sw[n]", fontsize=f)
+    box(ax, 35, 0.6, 43, 3.6, color=PALETTE["sm"], text="epilogue:\nsum → y", fontsize=f)
     arrow(ax, (5, 0.8), (7, 0.8))
     arrow(ax, (15, 0.8), (17, 0.8))
     arrow(ax, (23, 0.8), (25, 1.4))

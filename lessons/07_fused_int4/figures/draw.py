@@ -1,6 +1,6 @@
 """Draw lesson 07's pictures into this folder:  python lessons/07_fused_int4/figures/draw.py
 
-lop3_unpack.png  one packed word (harness/quant.py's nibble order) → four half2 of q, one LOP3 per pair
+lop3_unpack.png  one packed word (harness/quant.py's nibble order) and the four half2 of q that dequant8 returns
 gemv_lanes.png   which weights and which x a lane of the decode GEMV loads in one K block, and the mma they feed
 """
 import sys
@@ -24,34 +24,29 @@ def _word(ax, y, cells, colours, x0=0.0):
 
 
 def lop3_unpack():
-    fig, ax = d.figure(11.5, 5.2)
+    """State, not steps: the packed word as quant.pack_int4 lays it out, and the four half2 words dequant8 must
+    return. How to get from one to the other (the masks, the constants, the shift) is exercise 07.a's."""
+    fig, ax = d.figure(11.5, 4.6)
     pair_of = lambda n: PAIR[n % 4]
     # the packed word: nibble n holds weight n (quant.pack_int4: weight k in bits 4·(k % 8))
     _word(ax, 0, [f"q{n}" for n in range(7, -1, -1)], [pair_of(n) for n in range(7, -1, -1)])
     for n in range(8):
         ax.text(7 - n + 0.5, -0.25, f"{4 * n + 3}…{4 * n}", ha="center", va="bottom", fontsize=6.5)
-    ax.text(8.4, 0.5, "u = packed word ^ 0x88888888: each nibble becomes q + 8 (0 … 15)", va="center", fontsize=8.5)
     ax.text(0, -0.9, "bits", fontsize=7)
-    white = "white"
-    rows = [  # (y, cells, colours, what it is)
-        (2.0, ["6", "4", "0", "q4", "6", "4", "0", "q0"], [white] * 3 + [PAIR[0]] + [white] * 3 + [PAIR[0]],
-         "and_or(u, 0x000F000F, 0x64006400) = halves (1024 + q0 + 8, 1024 + q4 + 8)\n"
-         "HSUB2 of 1032 → (q0, q4), exact"),
-        (3.6, ["6", "4", "q5", "0", "6", "4", "q1", "0"], [white] * 2 + [PAIR[1], white] + [white] * 2 + [PAIR[1], white],
-         "and_or(u, 0x00F000F0, 0x64006400) = 1024 + 16·(q + 8), the nibble left 4 bits up\n"
-         "HFMA2: × 1/16 − 72 → (q1, q5), exact"),
-        (5.2, ["6", "4", "0", "q6", "6", "4", "0", "q2"], [white] * 3 + [PAIR[2]] + [white] * 3 + [PAIR[2]],
-         "the same two steps on v = u >> 8 (one shift for the word)\n→ (q2, q6) and (q3, q7)"),
-    ]
-    for y, cells, colours, text in rows:
-        _word(ax, y, cells, colours)
-        ax.text(8.4, y + 0.5, text, va="center", fontsize=8.5)
-    # where the first pair comes from: nibble 0 (rightmost cell) and nibble 4 (fourth from the left)
-    d.arrow(ax, (7.5, 1.0), (7.5, 2.0), color=PAIR[0])
-    d.arrow(ax, (3.5, 1.0), (3.5, 2.0), color=PAIR[0])
-    ax.text(0, 7.0, "one LOP3 per output word: two weights, 16 bits apart in the packed word, land in the two halves "
-            "of a half2 (high half | low half)", fontsize=8.5)
-    d.matrix_view(ax, 0, -1.0, 19.5, 7.2, pad=0.3)
+    ax.text(8.4, 0.5, "the packed word: weight qi in nibble i, a 4-bit two's complement −8 … 7", va="center",
+            fontsize=8.5)
+    # the four output words, each a half2: high half | low half, both FP16 numbers equal to the weights
+    for i in range(4):
+        x0, y = 4.6 * i, 2.6
+        for h, (q, x) in enumerate(((i + 4, x0), (i, x0 + 2))):
+            d.box(ax, x, y, x + 2, y + 1, color=PAIR[i], lw=0.8, text=f"q{q}", fontsize=8)
+        d.box(ax, x0, y, x0 + 4, y + 1, lw=1.4)
+        ax.text(x0 + 2, y + 1.5, f"w[{i}]: half2 (q{i}, q{i + 4})", ha="center", va="center", fontsize=8)
+    ax.text(0, 4.7, "dequant8 returns four half2: low half qi, high half qi+4, each the FP16 number equal to the weight "
+            "(exactly)", fontsize=8.5)
+    ax.text(0, 5.5, "nibbles i and i + 4 are 16 bits apart, as the two halves of a half2 are", fontsize=8.5,
+            color=P["accent"])
+    d.matrix_view(ax, 0, -1.0, 19.5, 5.7, pad=0.3)
     return fig
 
 

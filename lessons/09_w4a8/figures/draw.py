@@ -2,8 +2,8 @@
 
 two_level.png     a weight row → level 1 (float scale per row, INT8 codes c) → level 2 (per group of 128: integer
                   gscale, gzero and 4-bit codes u), and what the INT8 mma then sums
-unpack_bits.png   one packed word through the two instructions: the masks, and the multiply-adds that give
-                  128 + c in each byte (an example word, computed here with the kernel's arithmetic)
+unpack_bits.png   one packed word and the two registers it becomes, 128 + c in each byte (an example word; how
+                  to compute them is exercise 09.a)
 k_renaming.png    which weights of a group lane t loads, and which mma step and K slots each packed word feeds
 """
 import sys
@@ -41,65 +41,50 @@ def two_level():
     save(fig, HERE / "two_level.png")
 
 
-def mad_hi(a, b, c):
-    return ((a * b) >> 32) + c & 0xFFFFFFFF
-
-
 def unpack_bits():
-    """An example word (weights u = 3, 12, 0, 15, 7, 1, 9, 4), gscale 9, gzero 8, through the AND and the IMAD."""
+    """An example word (weights u = 3, 12, 0, 15, 7, 1, 9, 4), gscale 9, gzero 8: the packed word, and the two
+    registers it must become, each byte 128 + (u − gzero)·gscale (state only: how to get there is exercise 09.a)."""
     u = [3, 12, 0, 15, 7, 1, 9, 4]
     gs, gz = 9, 8
-    word = sum((u[i] | u[4 + i] << 4) << (8 * i) for i in range(4))
-    c = ((128 - gz * gs) & 0xFF) * 0x01010101
-    lo = ((word & 0x0F0F0F0F) * gs + c) & 0xFFFFFFFF
-    hi = mad_hi(word & 0xF0F0F0F0, gs << 28, c)
-    for i in range(4):  # the picture shows what the kernel computes: check it is 128 + (u − gzero)·gscale
-        assert (lo >> 8 * i) & 0xFF == 128 + (u[i] - gz) * gs and (hi >> 8 * i) & 0xFF == 128 + (u[4 + i] - gz) * gs
+    byte = [128 + (v - gz) * gs for v in u]  # the target, by its definition
+    assert all(0 <= b <= 255 for b in byte)
 
-    fig, ax = figure(11, 6.2)
+    fig, ax = figure(11, 4.4)
     cw = 1.5  # one nibble
-    def nibbles(y, vals, colors, title, fmt=lambda v: f"{v}"):
+
+    def nibbles(y, vals, colors, title):
         """Eight nibble cells, byte 3 on the left (as a 32-bit number is written), byte 0 on the right."""
         for b in range(4):
             for half in range(2):  # high nibble left of low
                 x = (3 - b) * 2 * cw + (1 - half) * cw
-                v, col = vals[b][half], colors[b][half]
-                box(ax, x, y, x + cw, y + 0.8, color=col, edge=PALETTE["grid"], lw=0.8,
-                    text=None if v is None else fmt(v), fontsize=8)
+                box(ax, x, y, x + cw, y + 0.8, color=colors[b][half], edge=PALETTE["grid"], lw=0.8,
+                    text=f"{vals[b][half]}", fontsize=8)
             box(ax, (3 - b) * 2 * cw, y, (4 - b) * 2 * cw, y + 0.8, lw=1.4)
         ax.text(-0.3, y + 0.4, title, ha="right", va="center", fontsize=8.5)
 
-    def bytes_row(y, r, title, col):
+    def bytes_row(y, vals, names, title, col):
         for b in range(4):
             x = (3 - b) * 2 * cw
-            box(ax, x, y, x + 2 * cw, y + 0.8, color=col, lw=1.4, text=f"{(r >> 8 * b) & 0xFF}", fontsize=8.5)
+            box(ax, x, y, x + 2 * cw, y + 0.8, color=col, lw=1.4, text=f"{vals[b]}", fontsize=8.5)
+            ax.text(x + cw, y + 0.95, names[b], ha="center", va="top", fontsize=6.5)
         ax.text(-0.3, y + 0.4, title, ha="right", va="center", fontsize=8.5)
 
     for b in range(4):
         ax.text((3 - b) * 2 * cw + cw, -0.35, f"byte {b}", ha="center", va="bottom", fontsize=8)
-    nibbles(0, [(u[b], u[4 + b]) for b in range(4)], [(LO, HI)] * 4, "packed word: u of weights",
-            fmt=lambda v: f"{v}")
+    nibbles(0, [(u[b], u[4 + b]) for b in range(4)], [(LO, HI)] * 4, "packed word: u of weights")
     for b in range(4):
         ax.text((3 - b) * 2 * cw + 0.5 * cw, 0.95, f"w{4 + b}", ha="center", va="top", fontsize=6.5)
         ax.text((3 - b) * 2 * cw + 1.5 * cw, 0.95, f"w{b}", ha="center", va="top", fontsize=6.5)
-    nibbles(1.8, [(u[b], 0) for b in range(4)], [(LO, "white")] * 4, "word & 0x0F0F0F0F")
-    bytes_row(3.2, lo, "lo = that · gscale + c", LO)
-    nibbles(4.8, [(0, u[4 + b]) for b in range(4)], [("white", HI)] * 4, "word & 0xF0F0F0F0")
-    for b in range(4):  # the high nibble in place: the byte is 16·u
-        ax.text((3 - b) * 2 * cw + cw, 5.75, f"byte = {16 * u[4 + b]}", ha="center", va="top", fontsize=6.5)
-    bytes_row(6.2, hi, "hi = mad.hi(that, gscale·2²⁸, c)", HI)
+    bytes_row(2.0, byte[:4], [f"w{b}" for b in range(4)], "register a[j][h]: the low nibbles", LO)
+    bytes_row(3.5, byte[4:], [f"w{4 + b}" for b in range(4)], "register a[j][h + 2]: the high nibbles", HI)
     x1 = 8 * cw + 0.4
-    ax.text(x1, 0.4, f"gscale = {gs}, gzero = {gz}: c = 128 − gzero·gscale = {128 - gz * gs} in each byte",
-            ha="left", va="center", fontsize=8.5)
-    ax.text(x1, 2.2, "one AND: weights 0 … 3, one per byte", ha="left", va="center", fontsize=8.5)
-    ax.text(x1, 3.6, "one IMAD: each byte u·gscale + c = 128 + (u − gzero)·gscale", ha="left", va="center",
+    ax.text(x1, 0.4, f"gscale = {gs}, gzero = {gz}", ha="left", va="center", fontsize=8.5)
+    ax.text(x1, 2.4, "each byte: 128 + (u − gzero) · gscale of its weight", ha="left", va="center",
             fontsize=8.5)
-    ax.text(x1, 5.2, "one AND: weights 4 … 7 in place, 16u per byte", ha="left", va="center", fontsize=8.5)
-    ax.text(x1, 6.6, "one IMAD.HI: (16u · gscale · 2²⁸) >> 32 = u · gscale, + c", ha="left", va="center",
-            fontsize=8.5)
-    ax.text(x1, 7.6, "every byte stays in 0 … 255 (the format's bounds), so no byte carries into the next",
-            ha="left", va="center", fontsize=8.5, color=PALETTE["accent"])
-    matrix_view(ax, -5.2, -0.8, 25, 7.8, pad=0.3)
+    ax.text(x1, 3.9, "the same for weights 4 … 7", ha="left", va="center", fontsize=8.5)
+    ax.text(x1, 4.9, "the format keeps every such byte in 0 … 255, for every code u", ha="left", va="center",
+            fontsize=8.5, color=PALETTE["accent"])
+    matrix_view(ax, -6.2, -0.8, 27, 5.1, pad=0.3)
     save(fig, HERE / "unpack_bits.png")
 
 

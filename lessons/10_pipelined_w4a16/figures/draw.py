@@ -1,7 +1,7 @@
 """Draw lesson 10's pictures into this folder:  python lessons/10_pipelined_w4a16/figures/draw.py
 
 fragment_order.png   which element of a 16 × 16 block of W each nibble of a lane's word holds (exercise 10.a)
-pipeline_stages.png  the cp.async ring over time: a prologue, then later K tiles in flight while one is computed (10.b)
+pipeline_stages.png  the cp.async ring over time: which stage holds which K tile, in flight or computed (10.b)
 split_k.png          split-K: blocks of one output tile each take a part of K; the last to finish adds the parts (10.c)
 """
 import sys
@@ -9,16 +9,22 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))  # the repository root, for harness
-from harness import diagrams as d  # noqa: E402
+import torch  # noqa: E402
+
+from harness import diagrams as d, quant  # noqa: E402
 from harness.diagrams import PALETTE as P  # noqa: E402
 
 LANES = {0: P["accent"], 1: P["thread"], 4: P["used"]}  # lanes drawn, one colour each
 
 
 def _position(lane, i):
-    """Row and column in the 16 × 16 block of nibble i of lane's word (the mma.m16n8k16 A fragment)."""
-    g, t = lane // 4, lane % 4
-    return g + 8 * (i & 1), 2 * t + 8 * ((i >> 1) & 1) + (i >> 2)
+    """Row and column in the 16 × 16 block of nibble i of lane's word, read back through harness.quant's decoding
+    of fragment order (Int4Fragments.codes): one word with only nibble i set, in the first k16 step."""
+    packed = torch.full((1, 2, 32, 4), 0x88888888 - 2**32, dtype=torch.int32)  # every nibble q = 0 …
+    packed[0, 0, lane, 0] = (0x88888888 + (1 << (4 * i))) - 2**32  # … but nibble i of this lane's word: q = 1
+    codes = quant.Int4Fragments(packed, torch.ones(1, 16, dtype=torch.float16), 16).codes()
+    (r, c), = (codes == 1).nonzero().tolist()
+    return r, c
 
 
 def fragment_order():
@@ -77,12 +83,10 @@ def pipeline_stages(stages=4, tiles=7):
     ax.plot([0, 0], [-0.1, stages + 0.1], color=P["line"], lw=1.0, zorder=0)  # under the boxes
     ax.text(pro / 2, -0.45, "prologue", ha="center", va="center", fontsize=7.5)
     ax.text(tiles * w / 2, -0.45, "K loop", ha="center", va="center", fontsize=7.5)
-    ax.text(pro, stages + 1.1, f"prologue: copy tiles 0 … {stages - 2} (STAGES − 1 of them) into stages 0 … {stages - 2}, "
-            "a commit after each", fontsize=8)
-    ax.text(pro, stages + 1.7, "iteration i: wait for tile i (cp.async.wait_group STAGES − 2), __syncthreads, refill "
-            f"the stage tile i − 1 used with tile i + {stages - 1}, commit, compute tile i", fontsize=8)
+    ax.text(pro, stages + 1.1, f"STAGES = {stages}: while one stage's tile is computed, the copies of the next "
+            f"{stages - 1} tiles are in flight; a stage's next copy starts once the math on it is done", fontsize=8)
     ax.text(pro, -1.0, "time →   (light: copies in flight; dark: the math on that stage's tile)", fontsize=8)
-    d.matrix_view(ax, pro - 1.6, -1.3, tiles * w + 0.2, stages + 1.9, pad=0.2)
+    d.matrix_view(ax, pro - 1.6, -1.3, tiles * w + 0.2, stages + 1.4, pad=0.2)
     return fig
 
 
@@ -106,8 +110,8 @@ def split_k(parts=3, kts=9):
     ax.text(x + 1.6, 1.4, "part 0 | part 1 | part 2", ha="center", fontsize=7)
     ax.text(x + 1.6, 2.3, "counter of the tile", ha="center", fontsize=7)
     d.arrow(ax, (kts, 0.5), (x, 1.4))
-    ax.text(x + 3.5, 0.8, "1. store the partial,\n   __threadfence\n2. atomicAdd the counter", fontsize=8, va="center")
-    ax.text(x + 3.5, 2.6, "3. the last block adds parts\n   0, 1, 2 in order, stores y,\n   resets the counter",
+    ax.text(x + 3.5, 0.8, "each block's FP32 partial tile:\nits part of the workspace", fontsize=8, va="center")
+    ax.text(x + 3.5, 2.6, "the counter: how many parts\nhave arrived; the last block\nto arrive adds all of them",
             fontsize=8, va="center")
     d.matrix_view(ax, -2.6, -1.1, x + 8.8, 4.4, pad=0.2)
     return fig

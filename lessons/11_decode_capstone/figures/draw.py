@@ -36,7 +36,7 @@ def split_keys(splits=3, per=12):
         d.arrow(ax, ((x0 + x1) / 2, 4.2), (n / 2, 6.0))
     ax.plot([n, n], [-0.1, 1.1], color=P["line"], lw=2)
     d.box(ax, n / 2 - 7, 6.0, n / 2 + 7, 7.2, color=P["cache"],
-          text="the split launched last merges the splits' (m, l, acc)\nmerge_states (11.b) → out = acc / l", fontsize=7.5)
+          text="the split that finishes last merges the splits' (m, l, acc)\nmerge_states (11.b) → out = acc / l", fontsize=7.5)
     ax.text(n + 0.4, 3.6, "(m, l, acc) per block,\nthrough a workspace\nin global memory", fontsize=7, va="center")
     d.matrix_view(ax, 0, -1.0, n + 6, 7.4)
     return fig

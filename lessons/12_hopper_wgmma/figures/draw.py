@@ -1,7 +1,8 @@
 """Draw lesson 12's pictures into this folder:  python lessons/12_hopper_wgmma/figures/draw.py
 
 tma_box.png        the copy engine's box: 64 K × 64 tokens of x cut out of the matrix (rows past M as zeros), and
-                   how the 128-byte swizzle lays one 8-row atom of it out in shared memory (step 2)
+                   how the 128-byte swizzle (the one layout of 128-byte rows wgmma reads) lays out one 8-row atom
+                   (step 2)
 mbarrier_ring.png  the ring: a stage's full barrier counting bytes, its empty barrier counting threads, and the
                    parity of each use of a stage (exercise 12.a)
 wgmma_tile.png     one wgmma of a warpgroup: A from the 4 warps' registers, B from shared memory, D in registers
@@ -45,8 +46,8 @@ def tma_box():
     for r in range(8):
         ax.text(x0 - 0.25, r + 0.5, f"row {r}", ha="right", va="center", fontsize=7)
     ax.text(x0 + 8.4, 1.6, "piece p of row r is stored\nat position p XOR (r mod 8):", fontsize=8, va="center")
-    ax.text(x0 + 8.4, 3.6, "the 8 rows of one piece fall\nin 8 different groups of\n4 banks: no conflict when\n"
-            "the tensor cores read\na k16 step (pieces 2j, 2j+1)", fontsize=8, va="top")
+    ax.text(x0 + 8.4, 3.6, "wgmma reads 128-byte rows\nonly in this layout (its\n128-byte swizzle mode);\n"
+            "wgmma undoes the XOR\nas it reads a k16 step\n(pieces 2j, 2j+1)", fontsize=8, va="top")
     d.arrow(ax, (12.3, 2), (x0 - 2.4, 2), "copy engine\n(TMA)", text_offset=(0, -1.0))
     d.matrix_view(ax, -3.2, -1.5, x0 + 14.5, 12.0, pad=0.3)
     return fig
@@ -82,8 +83,8 @@ def mbarrier_ring(stages=4, tiles=10):
         s = (i - 1) % stages
         x = (i - 1) * cw + cw - 0.2
         d.arrow(ax, (x, y0 + s + 0.45), ((i - 1 + stages) * cw, y0 + s + 0.45), color=P["grid"], lw=0.7)
-    ax.text(0, y0 + stages + 0.8, "grey arrows: all 256 threads arrive on the stage's empty barrier after tile i; "
-            "thread 0 waits on it, then refills the stage with tile i + 4", fontsize=8)
+    ax.text(0, y0 + stages + 0.8, "grey arrows: in iteration i, the stage of tile i − 1 gets tile i + 3, once all 256 "
+            "threads have arrived on its empty barrier", fontsize=8)
     d.matrix_view(ax, -2.0, -1.5, max(tiles * cw, len(steps) * (w + 0.5)) + 0.2, y0 + stages + 1.3, pad=0.3)
     return fig
 

@@ -1,0 +1,162 @@
+"""`./course lab`: JupyterLab on the course, with the lesson notebooks you run kept apart from the course's own.
+
+The notebooks in lessons/ are the course's: their stored outputs are the reference GPU's recording (a GPU-less
+machine shows them), and a `git pull` updates them. Opening one in Lab would rewrite it (Lab stamps its own kernel
+name and Python version on open, and Run All re-saves every output), so git would show the lesson modified and the
+next pull would conflict with work you never meant to make. Here a lesson notebook opens as *your copy*,
+work/lessons/NN_name/NN_name.ipynb (made from the course's on first open, byte for byte; work/ is not tracked), and
+every save goes there. The path in Lab stays lessons/NN_name/NN_name.ipynb, so the kernel starts in the lesson's
+folder and figures, imports and the recorded outputs of `%%gpu` cells resolve as before.
+
+    python -m harness.lab status         which lessons you have a copy of, and which have a newer course version
+    python -m harness.lab reset N        start lesson N's notebook again from the course's (your copy is kept as .bak)
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from . import build
+
+ROOT = build.ROOT
+WORK = ROOT / "work"  # your copies: work/lessons/NN_name/NN_name.ipynb
+_LESSON_NB = re.compile(r"^lessons/(\d\d_[^/]+)/\1\.ipynb$")
+_ORIGIN = "course_origin_sha256"  # in your copy's metadata: the course version it was made from
+
+# JupyterLab settings the course ships (the venv's overrides.json): no news pop-up, no update check.
+LAB_SETTINGS = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
+
+
+def is_lesson_notebook(path: str) -> bool:
+    """Is `path` (relative to the course root, as Lab names it) one of the course's lesson notebooks?"""
+    return bool(_LESSON_NB.match(path.strip("/")))
+
+
+def copy_path(path: str) -> Path:
+    """Where your copy of the lesson notebook `path` lives."""
+    return WORK / path.strip("/")
+
+
+def _sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def ensure_copy(path: str) -> Path:
+    """Your copy of lesson notebook `path`, made from the course's (byte for byte) if you have none yet."""
+    mine = copy_path(path)
+    if not mine.exists():
+        mine.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / path.strip("/"), mine)
+    return mine
+
+
+def _origin(mine: Path) -> str | None:
+    try:
+        return json.loads(mine.read_text()).get("metadata", {}).get(_ORIGIN)
+    except (OSError, ValueError):
+        return None
+
+
+def status() -> list[tuple[str, str]]:
+    """(lesson notebook, what state your copy is in) for every lesson notebook."""
+    out = []
+    for nb in sorted(ROOT.glob("lessons/[0-9][0-9]_*/[0-9][0-9]_*.ipynb")):
+        rel = nb.relative_to(ROOT).as_posix()
+        if not is_lesson_notebook(rel):
+            continue
+        mine = copy_path(rel)
+        if not mine.exists():
+            out.append((rel, "no copy yet: opens as the course's"))
+            continue
+        origin = _origin(mine)
+        if mine.read_bytes() == nb.read_bytes():
+            state = "your copy, unchanged"
+        elif origin is not None and origin != _sha(nb):
+            state = f"your copy, edited; the course's has changed since (python -m harness.lab reset {rel[8:10]})"
+        else:
+            state = "your copy, edited"
+        out.append((rel, state))
+    return out
+
+
+def reset(lesson: int | str) -> Path:
+    """Start a lesson's notebook again from the course's; your copy is kept beside it as NN_name.ipynb.bak-<time>."""
+    found = [p.relative_to(ROOT).as_posix() for p in (ROOT / "lessons").glob(f"{int(lesson):02d}_*/*.ipynb")]
+    found = [rel for rel in found if is_lesson_notebook(rel)]
+    if not found:
+        raise ValueError(f"lesson {lesson} has no notebook in lessons/")
+    mine = copy_path(found[0])
+    if mine.exists():
+        mine.rename(mine.with_name(f"{mine.name}.bak-{time.strftime('%Y%m%d%H%M%S')}"))
+    return ensure_copy(found[0])
+
+
+def write_lab_settings(prefix: Path = Path(sys.prefix)) -> Path:
+    """The venv's JupyterLab overrides.json, with the course's settings merged into what is there."""
+    p = prefix / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        have = json.loads(p.read_text()) if p.exists() else {}
+    except ValueError:
+        have = {}
+    for plugin, values in LAB_SETTINGS.items():
+        have.setdefault(plugin, {}).update(values)
+    text = json.dumps(have, indent=2) + "\n"
+    if not p.exists() or p.read_text() != text:
+        p.write_text(text)
+    return p
+
+
+try:  # only `./course lab` needs these (jupyter_server comes with JupyterLab)
+    from jupyter_server.services.contents.filemanager import FileContentsManager
+except ImportError:  # pragma: no cover
+    FileContentsManager = None
+
+if FileContentsManager is not None:
+    class CourseContentsManager(FileContentsManager):
+        """Lab's files as they are, except the lesson notebooks: read from your copy when you have one, and always
+        saved to your copy (made from the course's first)."""
+
+        def _get_os_path(self, path):
+            rel = path.strip("/")
+            if Path(self.root_dir).resolve() == ROOT.resolve() and is_lesson_notebook(rel) and copy_path(rel).exists():
+                return str(copy_path(rel))
+            return super()._get_os_path(path)
+
+        def save(self, model, path=""):
+            rel = path.strip("/")
+            if Path(self.root_dir).resolve() == ROOT.resolve() and is_lesson_notebook(rel):
+                fresh = not copy_path(rel).exists()
+                ensure_copy(rel)
+                if fresh and model.get("type") == "notebook" and isinstance(model.get("content"), dict):
+                    model["content"].setdefault("metadata", {})[_ORIGIN] = _sha(ROOT / rel)
+            return super().save(model, path)
+
+
+def main(argv: list[str]) -> int:
+    cmd = argv[0] if argv else "status"
+    if cmd == "status":
+        for rel, state in status():
+            print(f"{rel:<58} {state}")
+        return 0
+    if cmd == "reset" and len(argv) == 2:
+        why = build.unknown_lessons(argv[1:2])
+        if why:
+            print(f"lab reset: {why}", file=sys.stderr)
+            return 3
+        print(f"lesson {argv[1]} opens from the course's notebook again: {reset(argv[1]).relative_to(ROOT)}")
+        return 0
+    if cmd == "settings":
+        print(write_lab_settings())
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
