@@ -10,12 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-build/gpu-tier}
 mkdir -p "$out"
-if [ -d .gpu-wheels ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    .gpu-wheels/*.whl || exit 1
-  export PYTHONPATH=/tmp/site
-  python3 -m ipykernel install --user --name python3 >/dev/null || exit 1
-fi
+. dev/gpu_wheels.sh || exit 1
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 REQUIRE_GPU=1 COURSE_SOLUTIONS=1
 part=${1:-tests}
 [ $# -gt 0 ] && shift

@@ -23,7 +23,6 @@ import dataclasses
 import inspect
 import math
 import os
-import time
 from dataclasses import dataclass, field
 
 import torch

@@ -152,7 +152,11 @@ def main(argv: list[str]) -> int:
         print(f"lesson {argv[1]} opens from the course's notebook again: {reset(argv[1]).relative_to(ROOT)}")
         return 0
     if cmd == "settings":
-        print(write_lab_settings())
+        try:
+            print(write_lab_settings())
+        except OSError as e:  # a read-only environment (a shared conda install): Lab works, with its news on
+            print(f"lab settings: {e}", file=sys.stderr)
+            return 1
         return 0
     print(__doc__, file=sys.stderr)
     return 2
