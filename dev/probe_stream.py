@@ -24,7 +24,8 @@ if "--quick" in sys.argv:
 
 
 def main():
-    mod = build.load_file(build.ROOT / "lessons" / "08_nf4" / "stream_probe.cu", solution=True)
+    mod = build.load_file(build.ROOT / "lessons" / "08_nf4" / "stream_probe.cu", solution=True)  # the bulk reads
+    rd = build.load_file(build.ROOT / "harness" / "read_probe.cu", solution=True)  # the ld.global reads
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     bw = roofline.ceilings()["copy_GBps"]
     # At least 8 buffers in rotation: with PDL several launches run at once, and two of them must never read the
@@ -56,7 +57,7 @@ def main():
                 if pdl and kind == "ldg" and kw["grid"] == sms:
                     continue  # 8 such launches fit on an SM at once: more than the buffers in rotation
                 if kind == "ldg":
-                    fn = lambda b, kw=kw, pdl=pdl: mod.read_ldg(b, b.numel(), out, kw["grid"], kw["unroll"], pdl)
+                    fn = lambda b, kw=kw, pdl=pdl: rd.read_ldg(b, b.numel(), out, kw["grid"], kw["unroll"], pdl)
                 else:
                     fn = lambda b, kw=kw, pdl=pdl: mod.read_bulk(b, b.numel(), out, kw["grid"], kw["stages"], kw["chunk"], pdl)
                 sets = [(b,) for b in bufs]

@@ -769,7 +769,7 @@ def run_benchmark(cfg: Config, formats=tuple(FORMATS), batches=(1, 4, 16), ctx: 
     give the same bits. Returns (speed rows, accuracy rows)."""
     w = random_weights(cfg, seed=seed)
     tokens = torch.randint(0, cfg.vocab, (2, 32), device="cuda", generator=torch.Generator("cuda").manual_seed(seed + 1))
-    copy = roofline.ceilings()["copy_GBps"]
+    copy = roofline.bandwidth(roofline.ceilings())[0]  # a step reads its weights and cache: the read bandwidth
     rows, acc, ref = [], [], None
     for fmt in ["fp16"] + [f for f in formats if f != "fp16"]:
         model = DecodeModel(cfg, w, fmt, max_batch=max(list(batches) + [2]), max_seq=ctx + steps + 8,

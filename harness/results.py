@@ -248,21 +248,36 @@ def save_figure(fig, lesson: int | str, name: str) -> Path:
 # ----------------------------------------------------------------------------------------------
 # The generic table and chart
 
-def copy_GBps(sec: dict) -> float:
-    """The copy bandwidth of the GPU a section was measured on, as the section stores it: the one denominator of
-    its percentages."""
-    return roofline.of_section(sec)["copy_GBps"]
+def _bandwidth(sec: dict) -> tuple[float, str]:
+    c = roofline.of_section(sec)
+    if sec.get("bandwidth") == "copy":  # kernels that write as many bytes as they read (a dequantize to FP16)
+        return c["copy_GBps"], "copy"
+    return roofline.bandwidth(c)
+
+
+def floor_GBps(sec: dict) -> float:
+    """The bandwidth of the GPU a section was measured on that its percentages divide by, as the section stores it:
+    the read bandwidth (roofline.bandwidth; the copy bandwidth in a section measured before the read's was, or in
+    one recorded with bandwidth="copy": kernels that write what they read)."""
+    return _bandwidth(sec)[0]
+
+
+def bw_kind(sec: dict) -> str:
+    """"read" or "copy": which bandwidth a section's percentages divide by."""
+    return _bandwidth(sec)[1]
 
 
 def _pct(row: Row, sec: dict) -> float:
-    """A row's GB/s as % of the copy bandwidth of the GPU its section was measured on."""
-    return 100 * row.gbs / copy_GBps(sec)
+    """A row's GB/s as % of the read bandwidth of the GPU its section was measured on."""
+    return 100 * row.gbs / floor_GBps(sec)
 
 
 def ceilings_line(sec: dict) -> str:
     """What a section's percentages divide by, for a table's footnote."""
     c = roofline.of_section(sec)
-    return f"% of the {c['gpu']}'s copy bandwidth, {c['copy_GBps']:,.0f} GB/s as measured {c['date'][:10]}"
+    bw, kind = _bandwidth(sec)
+    how = "a kernel that only reads" if kind == "read" else "a device-to-device copy, bytes read + written"
+    return f"% of the {c['gpu']}'s {kind} bandwidth, {bw:,.0f} GB/s ({how}), as measured {c['date'][:10]}"
 
 
 def _shape_key(s: tuple) -> tuple[str, ...]:
@@ -283,9 +298,9 @@ def _cell(r: Row | None, fmt: str, sec: dict, prev: Row | None = None) -> str:
 def view_markdown(lesson: int, section: str, view: str = "main", *, sec: dict | None = None,
                   prefer_local: bool = False) -> str:
     """One stored view of a section as a Markdown table: a line per shape, µs of each of the view's routes, then
-    its derived columns: ["pct", route] (% of the copy bandwidth of the GPU the section was measured on), ["tflops", route], ["vs", ours, base]
+    its derived columns: ["pct", route] (% of the read bandwidth of the GPU the section was measured on), ["tflops", route], ["vs", ours, base]
     (base's time over ours: how many times faster ours is). A view may keep only the shapes where route `only`
-    ran, or the M in `ms`; `cell` "us_pct" writes % copy bandwidth beside each time, "us_steps" each column's
+    ran, or the M in `ms`; `cell` "us_pct" writes % read bandwidth beside each time, "us_steps" each column's
     speedup over the one before it from the second of `steps` on."""
     sec = sec or load(lesson, section, prefer_local=prefer_local)
     views = sec.get("views") or {}
@@ -305,7 +320,7 @@ def view_markdown(lesson: int, section: str, view: str = "main", *, sec: dict | 
     head = ["K × N", "M"] if len(next(iter(by), (0, 0, 0))) == 3 else [v.get("shape_header", "N × K")]
     head += [label(c) for c in cols]
     for d in derived:
-        head.append({"pct": lambda: f"{label(d[1])} % copy bw", "tflops": lambda: f"{label(d[1])} TFLOP/s",
+        head.append({"pct": lambda: f"{label(d[1])} % {bw_kind(sec)} bw", "tflops": lambda: f"{label(d[1])} TFLOP/s",
                      "vs": lambda: f"{label(d[1])} vs {label(d[2])}"}[d[0]]())
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * (len(head) - len(cols) - len(derived))
            + "---:|" * (len(cols) + len(derived))]
@@ -387,7 +402,8 @@ def graph_markdown(lessons=(6, 7, 8), ms=None, shapes=None, secs: dict | None = 
         specs.append((sec, sec["views"]["graph"]))
     cols = list(dict.fromkeys(c for _, g in specs for c in g["vs"]))
     two = lambda a, b, f: f"{f(a)} → {f(b)}"
-    out = ["| kernel | K × N | M | µs | % copy bw | " + " | ".join(f"vs {c}" for c in cols) + " |",
+    kinds = "/".join(dict.fromkeys(bw_kind(sec) for sec, _ in specs))
+    out = [f"| kernel | K × N | M | µs | % {kinds} bw | " + " | ".join(f"vs {c}" for c in cols) + " |",
            "|---|---|---:|---:|---:|" + "---:|" * len(cols)]
     for sec, g in specs:
         rows = {(r.route, r.shape): r for r in rows_of(sec)}
@@ -487,6 +503,7 @@ def ceilings_markdown(gpus: list[str] | None = None) -> str:
     cs = [roofline.recorded(g) for g in (gpus or roofline.recorded_gpus())]
     sheet = lambda c, k, fmt: (f" ({fmt.format(DATASHEET[c['gpu']][k])})" if k in DATASHEET.get(c["gpu"], {}) else "")
     lines = [("copy bandwidth (read + write), GB/s", "copy_GBps", "{:,.0f}", "memory_TBps", "datasheet {:g} TB/s"),
+             ("read bandwidth (a kernel that only reads), GB/s", "read_GBps", "{:,.0f}", "memory_TBps", "datasheet {:g} TB/s"),
              ("FP32, CUDA cores (cuBLAS, TF32 off), TFLOP/s", "fp32_TFLOPs", "{:g}", "fp32_TFLOPs", "{:g}"),
              ("TF32 tensor cores (cuBLAS), TFLOP/s", "tf32_TFLOPs", "{:g}", "tf32_TFLOPs", "{:g}"),
              ("FP16 tensor cores (cuBLAS), TFLOP/s", "fp16_TFLOPs", "{:g}", "fp16_TFLOPs", "{:g}"),
@@ -495,7 +512,8 @@ def ceilings_markdown(gpus: list[str] | None = None) -> str:
                                                                       roofline.REFERENCE_GPU else "") for c in cs) + " |",
            "|---|" + "---:|" * len(cs)]
     for label, key, fmt, skey, sfmt in lines:
-        out.append(f"| {label} | " + " | ".join(fmt.format(c[key]) + sheet(c, skey, sfmt) for c in cs) + " |")
+        out.append(f"| {label} | " + " | ".join(fmt.format(c[key]) + sheet(c, skey, sfmt) if key in c else "not measured"
+                                                 for c in cs) + " |")
     out.append("| ridge point, FP16 (FLOP per byte) | " + " | ".join(f"{c['fp16_TFLOPs'] * 1e3 / c['copy_GBps']:,.0f}"
                                                                  for c in cs) + " |")
     out.append("| SMs; SM clock under load, MHz | " + " | ".join(
@@ -529,9 +547,9 @@ def stream_markdown(sec: dict | None = None) -> str:
     """Lesson 12's read probe: the fastest way found to read each weight size, per call, in a chain of calls and in
     a CUDA graph."""
     sec = sec or load(12, "stream", prefer_local=False)
-    bw = copy_GBps(sec)
+    bw = floor_GBps(sec)
     pct = lambda nbytes, us: f"{us:,.1f} ({100 * nbytes / bw / 1e3 / us:.0f}%)"
-    out = ["| weights read | floor at copy bw | cuBLAS FP16, M = 1 | best `ld.global` | best bulk copy (TMA) "
+    out = [f"| weights read | floor at {bw_kind(sec)} bw | cuBLAS FP16, M = 1 | best `ld.global` | best bulk copy (TMA) "
            "| cuBLAS, chain | best plain, chain | best with PDL, chain | cuBLAS, graph | best plain, graph "
            "| best with PDL, graph |", "|---|---:|" + "---:|" * 9]
     for size in dict.fromkeys(r["size"] for r in sec["rows"]):
@@ -570,7 +588,7 @@ def decode_markdown(prefer_local: bool = False, sec: dict | None = None) -> str:
            + ("µs / step without PDL (vs FP16) | " if pdl else "") + "GEMMs alone, µs | "
            "the rest, µs | eager (Python launches), tok/s | weights, GB |",
            "|---|---:|---:|---:|---:|---:|" + ("---:|" if pdl else "") + "---:|---:|---:|---:|"]
-    copy = copy_GBps(sec)
+    copy = floor_GBps(sec)
     for r in rows:
         nopdl = (f"{r['us_graph_nopdl']:,.0f} ({r['speedup_vs_fp16_nopdl']:.2f}×) | " if r.get("us_graph_nopdl")
                  else "– | ") if pdl else ""
@@ -582,7 +600,7 @@ def decode_markdown(prefer_local: bool = False, sec: dict | None = None) -> str:
     out.append(f"\n{c.get('n_layers', '?')} layers of Llama-3-8B's shape (hidden {c.get('hidden')}, MLP "
                f"{c.get('intermediate')}, {c.get('n_heads')}/{c.get('n_kv_heads')} heads, vocabulary {c.get('vocab')}), "
                f"random weights, {rows[0]['ctx']} cached positions per sequence, greedy decoding. Floor: the step's "
-               f"bytes (weights in the format, KV cache) at the copy bandwidth of the GPU measured on "
+               f"bytes (weights in the format, KV cache) at the {bw_kind(sec)} bandwidth of the GPU measured on "
                f"({copy:,.0f} GB/s). "
                + ("The course's kernels launch with programmatic dependent launch (lesson 11, section 6); cuBLAS's "
                   "do not. " if pdl else "") + f"Measured on {env_line(sec)}.")
@@ -618,7 +636,7 @@ def _headline(lesson: int, gpu: str | None = None) -> str:
             s = tuple(h["shape"])
             o, b = rows[(h["ours"], s)], rows[(h["base"], s)]
             return (f"{o.op}: {o.us:,.1f} µs at M = {s[0]}, K × N = {s[2]} × {s[1]}, {b.us / o.us:.2f}× "
-                    f"{b.op} ({_pct(o, sec):.0f}% of copy bandwidth)")
+                    f"{b.op} ({_pct(o, sec):.0f}% of {bw_kind(sec)} bandwidth)")
     if lesson == 5:
         mem = {r["format"]: r for r in data["sections"]["memory"]["rows"]}
         f16, i4 = mem["FP16"], mem["INT4 sym group 128"]

@@ -1,8 +1,10 @@
 """This GPU's ceilings, measured once and cached, and the roofline plot.
 
 A kernel can go no faster than the larger of (FLOPs / compute rate) and (bytes / bandwidth).
-Datasheet numbers are leads; the ceilings here are measured: a large device-to-device copy for
-bandwidth (bytes read + bytes written), and cuBLAS through torch for each compute type.
+Datasheet numbers are leads; the ceilings here are measured: a large device-to-device copy for the copy
+bandwidth (bytes read + bytes written), a kernel that only reads (harness/read_probe.cu) for the read bandwidth,
+the floor of a decode kernel, which reads its weights and writes almost nothing, and cuBLAS through torch for each
+compute type.
 """
 from __future__ import annotations
 
@@ -94,8 +96,23 @@ def _smi(query: str) -> float | None:
         return None
 
 
+def read_bandwidth(buf: torch.Tensor) -> tuple[float, str]:
+    """The read bandwidth of this GPU in GB/s: the fastest of a few launch shapes of the pure-read kernel
+    (harness/read_probe.cu) over `buf` (uint8, far larger than the L2), and that shape's name."""
+    mod = build.load_file(build.ROOT / "harness" / "read_probe.cu", solution=True)
+    sms = torch.cuda.get_device_properties(buf.device).multi_processor_count
+    out = torch.empty(8 * sms, dtype=torch.int32, device=buf.device)
+    best = None
+    for blocks_per_sm in (2, 4, 8):
+        for unroll in (4, 8):
+            ms = _time_ms(lambda: mod.read_ldg(buf, buf.numel(), out, blocks_per_sm * sms, unroll, 0))
+            if best is None or ms < best[0]:
+                best = (ms, f"ld.global, {unroll} loads of 16 bytes in flight per thread, {blocks_per_sm} blocks of 256 per SM")
+    return round(buf.numel() / best[0] / 1e6, 1), best[1]
+
+
 def measure(n: int = 8192, copy_bytes: int = 2**30) -> dict:
-    """Measure copy bandwidth and cuBLAS rates on this GPU (about 10 s on an H100 or H200), with the SM count and
+    """Measure copy and read bandwidth and cuBLAS rates on this GPU (about 10 s on an H100 or H200), with the SM count and
     the SM clock read while FP16 matrix products run (the clock a kernel under load gets)."""
     gen = torch.Generator(device="cuda").manual_seed(0)
     p = torch.cuda.get_device_properties(0)
@@ -105,6 +122,7 @@ def measure(n: int = 8192, copy_bytes: int = 2**30) -> dict:
     dst = torch.empty_like(src)
     ms = _time_ms(lambda: dst.copy_(src))
     out["copy_GBps"] = round(2 * copy_bytes / ms / 1e6, 1)
+    out["read_GBps"], out["read_kernel"] = read_bandwidth(src.view(torch.uint8))
     del src, dst
     a32, b32 = torch.randn(n, n, device="cuda", generator=gen), torch.randn(n, n, device="cuda", generator=gen)
     old = torch.backends.cuda.matmul.allow_tf32
@@ -130,7 +148,7 @@ def measure(n: int = 8192, copy_bytes: int = 2**30) -> dict:
 
 
 # What a section stores of the ceilings it was measured against (the env is the section's own).
-SECTION_KEYS = ("gpu", "date", "copy_GBps", "fp32_TFLOPs", "tf32_TFLOPs", "fp16_TFLOPs", "int8_TOPs", "sms",
+SECTION_KEYS = ("gpu", "date", "copy_GBps", "read_GBps", "fp32_TFLOPs", "tf32_TFLOPs", "fp16_TFLOPs", "int8_TOPs", "sms",
                 "clock_MHz", "max_clock_MHz")
 
 
@@ -184,7 +202,7 @@ def ceilings(remeasure: bool = False) -> dict:
     f = _cache_file(gpu)
     if f.exists() and not remeasure:
         c = json.loads(f.read_text())
-        if "sms" in c:  # a cache written before the SM count and clock were measured is measured again
+        if "read_GBps" in c:  # a cache written before the read bandwidth was measured is measured again
             return c
     c = measure()
     if (msg := off_recorded(c)) is not None:
@@ -204,6 +222,13 @@ def records_ceilings() -> bool:
     prints and the README's ceilings table shows. `harness.run` names the notebook it executes in COURSE_NOTEBOOK."""
     recording = os.environ.get("COURSE_RECORD", "") not in ("", "0")
     return recording and os.environ.get("COURSE_NOTEBOOK", "").startswith("00_")
+
+
+def bandwidth(c: dict) -> tuple[float, str]:
+    """The bandwidth that sets the floor of a kernel that reads its bytes (a decode kernel reads its weights and
+    writes almost nothing): the GPU's read bandwidth, and "read"; for ceilings measured before the read bandwidth
+    was (an older recording), that same GPU's copy bandwidth, and "copy", so that a table says which."""
+    return (c["read_GBps"], "read") if c.get("read_GBps") else (c["copy_GBps"], "copy")
 
 
 def rate(c: dict, kind: str) -> float:

@@ -14,7 +14,7 @@ from harness import bench, build, roofline, results
 matplotlib.use("Agg")
 
 STAND_IN = "Stand-in GPU 7"
-KEYS = ("copy_GBps", "fp32_TFLOPs", "tf32_TFLOPs", "fp16_TFLOPs", "int8_TOPs")
+KEYS = ("copy_GBps", "read_GBps", "fp32_TFLOPs", "tf32_TFLOPs", "fp16_TFLOPs", "int8_TOPs")
 
 
 def halved(c: dict) -> dict:
@@ -66,9 +66,9 @@ def render(name: str, gpu: str, monkeypatch) -> str:
 
 
 # The generated tables that print a percentage of a ceiling, and the header of its column.
-PCT_TABLES = {"06_w8a16": "% copy bw", "07_w4a16": "% copy bw", "07_w4a16_tiles": "% copy bw",
-              "10_w4a16": "% copy bw", "09_graph": "% copy bw", "12_graph": "% copy bw",
-              "decode_graph": "% copy bw", "11_decode": "% of floor", "12_stream": "best `ld.global`",
+PCT_TABLES = {"06_w8a16": " bw", "07_w4a16": " bw", "07_w4a16_tiles": " bw",
+              "10_w4a16": " bw", "09_graph": " bw", "12_graph": " bw",
+              "decode_graph": " bw", "11_decode": "% of floor", "12_stream": "best `ld.global`",
               "08_nf4": ""}  # "": every column (its time cells carry their % of the copy bandwidth)
 
 
@@ -85,7 +85,7 @@ def test_readme_rows_and_ceilings_follow_each_gpu(stand_in, monkeypatch):
     heads = results.headline_markdown(gpus=[stand_in, STAND_IN])
     for line in heads.splitlines()[2:]:
         cells = [c.strip() for c in line.strip("|").split("|")]
-        got = [re.findall(r"\((\d+)% of copy bandwidth\)", c) for c in cells[1:]]
+        got = [re.findall(r"\((\d+)% of (?:copy|read) bandwidth\)", c) for c in cells[1:]]
         if got[0]:
             assert abs(int(got[1][0]) - 2 * int(got[0][0])) <= 1, line
     table = results.ceilings_markdown(gpus=[stand_in, STAND_IN])
@@ -117,7 +117,7 @@ def test_the_lessons_charts_use_the_sections_ceilings(stand_in, monkeypatch):
     ax = bench.lesson_module(12).stream_chart()
     assert STAND_IN in ax.get_title()
     floor = next(l for l in ax.get_lines() if "floor" in (l.get_label() or ""))
-    assert f"{results.copy_GBps(sec):,.0f} GB/s" in floor.get_label()
+    assert f"{results.floor_GBps(sec):,.0f} GB/s" in floor.get_label()
     rows = results.load(3, "bench", prefer_local=False)["rows"]
     fig = bench.lesson_module(3).chart(rows, shape=tuple(rows[-1]["shape"]), c=roofline.of_section(
         results.load(3, "bench", prefer_local=False)))

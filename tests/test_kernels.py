@@ -22,7 +22,7 @@ def test_compiles(lesson, file, solution):
 
 # the measurement kernels outside kernels/ and solutions/ (Marlin's launcher: tests/test_marlin.py)
 TOOL_FILES = sorted([*(build.ROOT / "dev").glob("*.cu"), build.ROOT / "lessons" / "04_tensor_cores" / "wmma_layout.cu",
-                     build.ROOT / "lessons" / "08_nf4" / "stream_probe.cu"])
+                     build.ROOT / "lessons" / "08_nf4" / "stream_probe.cu", build.ROOT / "harness" / "read_probe.cu"])
 
 
 @pytest.mark.parametrize("path", TOOL_FILES, ids=[p.name for p in TOOL_FILES])

@@ -43,10 +43,11 @@ def w4a16_row(route: str, shape=(1, 8192, 8192)) -> dict:
 
 
 def floor07(problem: str, shape) -> float:
-    """µs to move a problem's minimum bytes at the reference GPU's recorded copy bandwidth (lesson 07, section 1)."""
+    """µs to move a problem's minimum bytes at the reference GPU's recorded read bandwidth (lesson 07, section 1)."""
     from harness import catalog
     prob = {"w4a16": catalog.W4A16, "linear_f16": catalog.FP16, "dequant_w4": catalog.DEQUANT_W4}[problem]
-    return prob.bytes(shape) / ceilings()["copy_GBps"] / 1e3
+    from harness import roofline
+    return prob.bytes(shape) / roofline.bandwidth(ceilings())[0] / 1e3
 
 
 def ceilings() -> dict:
@@ -402,13 +403,13 @@ def w8a16_row(route: str, shape=(1, 8192, 8192)) -> dict:
 
 
 def floor06(route: str, shape=(1, 8192, 8192)) -> float:
-    """µs to move a lesson 06 route's bytes at the reference GPU's recorded copy bandwidth: step 1's table
-    (bench_06.traffic), or W8A8's minimum bytes."""
-    from harness import bench, catalog
+    """µs to move a lesson 06 route's bytes at the reference GPU's recorded bandwidth: step 1's table
+    (bench_06.traffic: read or copy bandwidth, as the route's kernels read or also write), or W8A8's minimum bytes."""
+    from harness import bench, catalog, roofline
     if route == "W8A8":
-        return catalog.W8A8.bytes(shape) / ceilings()["copy_GBps"] / 1e3
+        return catalog.W8A8.bytes(shape) / roofline.bandwidth(ceilings())[0] / 1e3
     line = next(l for l in bench.lesson_module(6).traffic(shape).splitlines() if l.startswith(route))
-    return float(line.split()[-1])
+    return float(line.split()[-2])
 
 
 def ncu_rows(name: str) -> list[dict]:

@@ -72,10 +72,13 @@ def ceilings_table(c: dict) -> str:
     sheet = lambda k, f=1: f"{f * d[k]:>12,.0f}" if k in d else f"{'(not known)':>12}"
     out = [f"{c['gpu']}, measured {c['date'][:10]}", f"{'':<34}{'measured':>10}{'datasheet':>12}{'measured/sheet':>16}"]
     for label, key, skey, f in (("copy bandwidth, GB/s", "copy_GBps", "memory_TBps", 1e3),
+                                ("read bandwidth, GB/s", "read_GBps", "memory_TBps", 1e3),
                                 ("FP32 (CUDA cores), TFLOP/s", "fp32_TFLOPs", "fp32_TFLOPs", 1),
                                 ("TF32 tensor cores, TFLOP/s", "tf32_TFLOPs", "tf32_TFLOPs", 1),
                                 ("FP16 tensor cores, TFLOP/s", "fp16_TFLOPs", "fp16_TFLOPs", 1),
                                 ("INT8 tensor cores, TOP/s", "int8_TOPs", "int8_TOPs", 1)):
+        if key not in c:  # ceilings measured before the read bandwidth was
+            continue
         ratio = f"{100 * c[key] / (f * d[skey]):>15.0f}%" if skey in d else ""
         out.append(f"{label:<34}{c[key]:>10,.1f}{sheet(skey, f)}{ratio}")
     clock = f", SM clock under load {c['clock_MHz']:,.0f} MHz" if c.get("clock_MHz") else ""
@@ -95,11 +98,13 @@ def two_gpus(gpus: list[str] | None = None, n: int = 1 << 28) -> str:
     out = [f"{'':<38}" + "".join(f"{x:>{w}}" for x in short) + (f"{'ratio':>9}" if len(cs) == 2 else "")]
 
     def line(label, vals, fmt):
-        out.append(f"{label:<38}" + "".join(f"{fmt.format(v):>{w}}" for v in vals)
-                   + (f"{vals[0] / vals[1]:>8.2f}×" if len(vals) == 2 else ""))
+        known = all(v == v for v in vals)  # nan: not measured on that GPU
+        out.append(f"{label:<38}" + "".join(f"{fmt.format(v) if v == v else '–':>{w}}" for v in vals)
+                   + (f"{vals[0] / vals[1]:>8.2f}×" if len(vals) == 2 and known else ""))
 
     sheet = [results.DATASHEET.get(c["gpu"], {}) for c in cs]
     line("copy bandwidth, GB/s (measured)", [c["copy_GBps"] for c in cs], "{:,.0f}")
+    line("read bandwidth, GB/s (measured)", [c.get("read_GBps", float("nan")) for c in cs], "{:,.0f}")
     line("  memory bandwidth, datasheet, GB/s", [1e3 * d.get("memory_TBps", float("nan")) for d in sheet], "{:,.0f}")
     line("FP32 cuBLAS 8192³, TFLOP/s (measured)", [c["fp32_TFLOPs"] for c in cs], "{:.1f}")
     line("FP16 cuBLAS 8192³, TFLOP/s (measured)", [c["fp16_TFLOPs"] for c in cs], "{:.0f}")

@@ -1,11 +1,11 @@
-"""Lesson 05's measurements: what each weight format costs in memory (and so in decode time, at the copy bandwidth),
+"""Lesson 05's measurements: what each weight format costs in memory (and so in decode time, at the read bandwidth),
 and what it costs in accuracy as the group size grows. Both run on the CPU with the reference formats of
 harness/quant.py; no GPU is timed.
 
     python lessons/05_quant_formats/bench_05.py [--record]
 
 `memory` quantizes one 8192 × 8192 weight matrix into each format and counts its bits per weight, scales and zero
-points included, and the floor of a decode GEMV that must read them at lesson 00's recorded copy bandwidth.
+points included, and the floor of a decode GEMV that must read them at lesson 00's recorded read bandwidth.
 `error_vs_group` quantizes a 512 × 4096 matrix with eight outlier input channels per format and group size, and
 measures ‖W − Ŵ‖/‖W‖ and the error of y = x·Wᵀ for 16 tokens. The random matrices come from torch's generator (the
 notebook seeds it once at its top and its cells draw in order; run as a script, the generator is seeded with 0).
@@ -24,12 +24,12 @@ GROUPS = (32, 64, 128, 256, 512, 1024, 4096)
 
 
 def memory(N: int = 8192, K: int = 8192, *, generator=None, record: bool = False) -> list[dict]:
-    """Bits per weight, MB and the decode floor (µs to read the weights once at the recorded copy bandwidth) of an
+    """Bits per weight, MB and the decode floor (µs to read the weights once at the recorded read bandwidth) of an
     N × K matrix in each format: FP16, INT8 per channel and group 128, INT4 symmetric and asymmetric group 128, NF4
     block 64."""
     import torch
     c = roofline.recorded()  # the reference GPU's: the table is the same on every machine
-    bw = c["copy_GBps"] * 1e9
+    bw = roofline.bandwidth(c)[0] * 1e9
     W = torch.randn(N, K, generator=generator) / K ** 0.5
     made = {"FP16": None, "INT8 per channel": quant.quantize_int8(W), "INT8 group 128": quant.quantize_int8(W, 128),
             "INT4 sym group 128": quant.quantize_int4(W, 128),
@@ -48,7 +48,8 @@ def memory(N: int = 8192, K: int = 8192, *, generator=None, record: bool = False
 def memory_table(rows: list[dict], shape: str = "8192×8192") -> str:
     """The memory rows as a fixed-width table, with the ceilings the floors were computed from."""
     c = roofline.recorded()
-    out = [f"{'format':<22}{'bits/weight':>12}{'MB':>9}{'floor µs':>10}   ({shape}, {c['copy_GBps']:,.0f} GB/s "
+    bw, kind = roofline.bandwidth(c)
+    out = [f"{'format':<22}{'bits/weight':>12}{'MB':>9}{'floor µs':>10}   ({shape}, {kind} bandwidth {bw:,.0f} GB/s "
            f"measured on {c['gpu']})"]
     for r in rows:
         out.append(f"{r['format']:<22}{r['bits_per_weight']:>12.3f}{r['MB']:>9.1f}{r['floor_us']:>10.1f}")

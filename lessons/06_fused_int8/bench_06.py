@@ -85,21 +85,24 @@ KERNELS_PER_WEIGHT = {
 }
 
 
-def traffic(shape=(1, 8192, 8192), copy_GBps: float | None = None) -> str:
-    """DRAM bytes per weight and in all of each route at `shape` (M, N, K), and the time that traffic takes at a copy
-    bandwidth (the reference GPU's recorded one unless given: the same on every machine): the floor each route's
-    measurement is held against. No GPU needed."""
+def traffic(shape=(1, 8192, 8192), c: dict | None = None) -> str:
+    """DRAM bytes per weight and in all of each route at `shape` (M, N, K), and the time that traffic takes: the
+    floor each route's measurement is held against. A route that only reads is held to the read bandwidth, one whose
+    kernels also write to the copy bandwidth (bytes read + written), both of the ceilings c (the reference GPU's
+    recording unless given: the same on every machine). No GPU needed."""
     M, N, K = shape
-    ref = roofline.recorded()
-    bw = copy_GBps or ref["copy_GBps"]
-    head = f"{'route':<22} {'kernels':>7} {'B/weight':>9} {'MB':>8} {'floor µs':>9}"
-    out = [f"M = {M}, N = {N}, K = {K} ({N * K / 1e6:.1f} M weights), copy bandwidth {bw:,.0f} GB/s"
-           + ("" if copy_GBps else f" ({ref['gpu']}, measured {ref['date'][:10]})"), head]
+    c = c or roofline.recorded()
+    read, kind = roofline.bandwidth(c)
+    head = f"{'route':<22} {'kernels':>7} {'B/weight':>9} {'MB':>8} {'floor µs':>9}  at"
+    out = [f"M = {M}, N = {N}, K = {K} ({N * K / 1e6:.1f} M weights); the {c['gpu']}'s {kind} bandwidth "
+           f"{read:,.0f} GB/s, copy {c['copy_GBps']:,.0f} GB/s (measured {c['date'][:10]})", head]
     for route, kernels in KERNELS_PER_WEIGHT.items():
         per = sum(r + w for _, r, w in kernels)
+        writes = any(w for _, _, w in kernels)
+        bw, at = (c["copy_GBps"], "copy") if writes else (read, kind)
         scales = 0 if route.startswith("cuBLAS") else 2 * N * K // 128
         total = per * N * K + scales + 2 * M * K + 2 * M * N
-        out.append(f"{route:<22} {len(kernels):>7} {per:>9} {total / 1e6:>8.1f} {total / bw / 1e3:>9.1f}")
+        out.append(f"{route:<22} {len(kernels):>7} {per:>9} {total / 1e6:>8.1f} {total / bw / 1e3:>9.1f}  {at}")
     return "\n".join(out)
 
 
@@ -111,7 +114,7 @@ def dequant(shape=(8192, 8192), *, solution: bool = True) -> str:
     ops = {"teaching dequantize kernel": _teaching_op("dequant_w8_basic", solution),
            "fast file's dequantize kernel": p.bind(build.load(6, "w8a16_fast", solution=True).dequant_w8)}
     sets = bench.input_sets(p, shape)
-    bw = roofline.ceilings()["copy_GBps"]
+    bw = roofline.ceilings()["copy_GBps"]  # it writes 2 bytes per weight for the one it reads: the copy's floor
     floor = p.bytes(shape) / bw / 1e3
     out = [f"N × K = {shape[0]} × {shape[1]}: {p.bytes(shape) / 1e6:.1f} MB moved, floor {floor:.1f} µs at "
            f"{bw:,.0f} GB/s", f"{'kernel':<30} {'µs':>8} {'% of floor':>11}"]
@@ -148,7 +151,7 @@ def run(ms=(1, 4, 16, 64, 256), *, shapes=SHAPES_KN, routes=None, solution: bool
     gemm16 = None
     if solution and want(SEPARATE):  # lesson 04's fast GEMM, for the fast kernel's route (c) at M > 16
         gemm16 = catalog.FP16.bind(build.load(4, "tc_fast", solution=True).gemm_fast_mma_f16)
-    bw = roofline.ceilings()["copy_GBps"]
+    bw = roofline.bandwidth(roofline.ceilings())[0]
 
     def unfused_python(x, q, s):
         N, K = q.shape
@@ -193,7 +196,7 @@ def run(ms=(1, 4, 16, 64, 256), *, shapes=SHAPES_KN, routes=None, solution: bool
                 rows.append(results.Row.measured(
                     k, shape, t.median_us, t.graph_us, prob.bytes(shape), prob.flops(shape), UNFUSED,
                     desc=prob.describe(shape), gbs=round(prob.bytes(shape) / t.median_us / 1e3, 1),
-                    pct_copy_bw=round(100 * floor / t.median_us, 1),
+                    pct_bw=round(100 * floor / t.median_us, 1),
                     speedup_vs_b=base and round(base / t.median_us, 2),
                     tflops=round(prob.flops(shape) / t.median_us / 1e6, 3), sets=len(sets)))
                 if t.graph_error:
@@ -212,7 +215,7 @@ def run(ms=(1, 4, 16, 64, 256), *, shapes=SHAPES_KN, routes=None, solution: bool
                     rows.append(results.Row.measured(
                         k, shape, t.median_us, None, p8.bytes(shape), p8.flops(shape), W8A8_TORCH,
                         desc=p8.describe(shape), gbs=round(p8.bytes(shape) / t.median_us / 1e3, 1),
-                        pct_copy_bw=round(100 * p8.bytes(shape) / bw / 1e3 / t.median_us, 1),
+                        pct_bw=round(100 * p8.bytes(shape) / bw / 1e3 / t.median_us, 1),
                         speedup_vs_torch=base8 and round(base8 / t.median_us, 2),
                         speedup_vs_b=base and round(base / t.median_us, 2),
                         tflops=round(p8.flops(shape) / t.median_us / 1e6, 3), sets=len(sets8)))

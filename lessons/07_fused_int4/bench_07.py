@@ -60,11 +60,11 @@ SHAPES_MNK = [(M, N, K) for K, N in SHAPES_KN for M in (1, 16)]
 
 
 def floors(c: dict | None = None) -> str:
-    """Bytes a linear layer must move in INT4, INT8 and FP16 weights, and the floor they set at the copy bandwidth
+    """Bytes a linear layer must move in INT4, INT8 and FP16 weights, and the floor they set at the read bandwidth
     of the ceilings c (the reference GPU's recording unless given: the same on every machine). No GPU needed."""
     c = c or roofline.recorded()
-    bw = c["copy_GBps"]
-    out = [f"copy bandwidth {bw:,.0f} GB/s ({c['gpu']}, measured {c['date'][:10]})",
+    bw, kind = roofline.bandwidth(c)
+    out = [f"{kind} bandwidth {bw:,.0f} GB/s ({c['gpu']}, measured {c['date'][:10]})",
            f"{'K × N':<13} {'M':>3} {'INT4 MB':>8} {'INT8 MB':>8} {'FP16 MB':>8} {'floor INT4 µs':>14} "
            f"{'floor FP16 µs':>14}"]
     for M, N, K in SHAPES_MNK:
@@ -76,7 +76,7 @@ def floors(c: dict | None = None) -> str:
 
 def budget(c: dict | None = None, shape=(1, 8192, 8192)) -> str:
     """What the INT4 floor leaves for arithmetic: weights each SM must take in per cycle, and the lane-instructions
-    per weight that allows (an SM issues at most 4 warp instructions, 128 lane-instructions, per cycle). The copy
+    per weight that allows (an SM issues at most 4 warp instructions, 128 lane-instructions, per cycle). The read
     bandwidth, SM count and SM clock under load are those the ceilings c were measured with (the reference GPU's
     recording unless given). No GPU needed."""
     c = c or roofline.recorded()
@@ -84,7 +84,7 @@ def budget(c: dict | None = None, shape=(1, 8192, 8192)) -> str:
     if not c.get("sms") or not c.get("clock_MHz"):
         raise roofline.NoCeilings(f"the ceilings of the {c['gpu']} ({c['date'][:10]}) record no SM count or clock")
     sms, clock_ghz = c["sms"], c["clock_MHz"] / 1e3
-    floor = catalog.W4A16.bytes(shape) / c["copy_GBps"] / 1e3
+    floor = catalog.W4A16.bytes(shape) / roofline.bandwidth(c)[0] / 1e3
     per_cycle = N * K / (sms * floor * 1e3 * clock_ghz)
     return (f"{N} × {K} at M = {M} on the {c['gpu']}: floor {floor:.1f} µs on {sms} SMs at {clock_ghz:.3f} GHz\n"
             f"each SM must take in {per_cycle:.1f} weights per cycle\n"
@@ -118,7 +118,7 @@ def unpack_step(solution: bool | None = None, shape=(8192, 8192)) -> str:
     op = teaching_ops(solution)["dequant_int4"]
     prob = catalog.DEQUANT_W4
     t = bench.time_fn(op, bench.input_sets(prob, shape), reps=50)
-    nbytes, bw = prob.bytes(shape), roofline.ceilings()["copy_GBps"]
+    nbytes, bw = prob.bytes(shape), roofline.ceilings()["copy_GBps"]  # it writes FP16: the copy's floor
     return (f"dequant_int4 {shape[0]} × {shape[1]}: {t.median_us:.1f} µs for {nbytes / 1e6:.1f} MB, floor "
             f"{nbytes / bw / 1e3:.1f} µs: {100 * nbytes / bw / 1e3 / t.median_us:.0f}% of the copy bandwidth")
 
@@ -127,9 +127,9 @@ def gemv_step(ms=(1, 4, 16), kn=(8192, 8192), solution: bool | None = None) -> s
     """The teaching GEMV (exercise 07.b) against cuBLAS FP16 on the same weights, and the INT4 floor, at K × N."""
     import torch
     op, prob = teaching_ops(solution)["gemv_int4"], catalog.W4A16
-    bw = roofline.ceilings()["copy_GBps"]
+    bw = roofline.bandwidth(roofline.ceilings())[0]
     dequant = catalog.DEQUANT_W4.bind(build.load(7, "w4a16_fast", solution=True).dequant_w4)
-    out = [f"{'K × N':<13} {'M':>3} {'floor µs':>9} {'gemv_int4 µs':>12} {'% copy bw':>10} {'cuBLAS FP16 µs':>15}"]
+    out = [f"{'K × N':<13} {'M':>3} {'floor µs':>9} {'gemv_int4 µs':>12} {'% read bw':>10} {'cuBLAS FP16 µs':>15}"]
     for M in ms:
         shape = (M, kn[1], kn[0])
         sets = bench.input_sets(prob, shape)
@@ -176,7 +176,7 @@ def run(ms=(1, 4, 16, 64, 256), *, solution: bool = True, record: bool = False, 
     gemv, gemv_tiles = prob.bind(mod.gemv_w4a16), catalog.W4A16_TILES.bind(mod.gemv_w4a16_tiles)
     dequant = catalog.DEQUANT_W4.bind(mod.dequant_w4)
     int8 = p8.bind(mod6.linear_w8a16) if mod6 else None
-    bw = roofline.ceilings()["copy_GBps"]
+    bw = roofline.bandwidth(roofline.ceilings())[0]
     no_marlin = marlin.unavailable()
     if no_marlin:
         print(f"Marlin is not timed: {no_marlin}")
@@ -216,7 +216,7 @@ def run(ms=(1, 4, 16, 64, 256), *, solution: bool = True, record: bool = False, 
                 rows.append(results.Row.measured(
                     route, shape, t.median_us, t.graph_us, nbytes, prob.flops(shape), CUBLAS,
                     desc=prob.describe(shape), gbs=round(nbytes / t.median_us / 1e3, 1),
-                    pct_copy_bw=round(100 * nbytes / bw / 1e3 / t.median_us, 1),
+                    pct_bw=round(100 * nbytes / bw / 1e3 / t.median_us, 1),
                     speedup_vs_cublas=round(base / t.median_us, 2),
                     speedup_vs_tinygemm=round(tiny_us / t.median_us, 2) if tiny_us else None,
                     speedup_vs_marlin=round(marlin_us / t.median_us, 2) if marlin_us else None,

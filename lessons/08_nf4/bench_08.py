@@ -79,7 +79,8 @@ def run(*, solution: bool = True, record: bool = False, verbose: bool = True) ->
         N, K = packed.shape[0], packed.shape[1] * 2
         return quant.NF4Weight(packed.reshape(-1), absmax.reshape(-1), (N, K), prob.block).dequantize().half()
 
-    bw = roofline.ceilings()["copy_GBps"]
+    c = roofline.ceilings()
+    bw = c["copy_GBps"]  # a dequantize writes 2 bytes per weight for the half byte it reads: the copy's floor
     probe = build.load_file(_stream_probe(), solution=True)  # the floor's kernel
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     no_bnb = bnb.unavailable()
@@ -102,7 +103,7 @@ def run(*, solution: bool = True, record: bool = False, verbose: bool = True) ->
         vs_bnb = timed.get(BNB_DEQUANT)
         for route, t in timed.items():
             extra = dict(desc=prob.describe(shape), gbs=round(prob.bytes(shape) / t.median_us / 1e3, 1),
-                         pct_copy_bw=round(100 * prob.bytes(shape) / bw / 1e3 / t.median_us, 1),
+                         pct_bw=round(100 * prob.bytes(shape) / bw / 1e3 / t.median_us, 1),
                          speedup_vs_global=round(base / t.median_us, 2))
             if vs_bnb:
                 extra["speedup_vs_bnb"] = round(vs_bnb.median_us / t.median_us, 2)
@@ -110,11 +111,12 @@ def run(*, solution: bool = True, record: bool = False, verbose: bool = True) ->
         if verbose:
             print(f"N={shape[0]} K={shape[1]}: {len(timed)} dequantize routes timed", flush=True)
     if record:
-        print("recorded in", results.record(8, "dequant", rows, views=VIEWS["dequant"]).relative_to(build.ROOT))
+        print("recorded in", results.record(8, "dequant", rows, views=VIEWS["dequant"], bandwidth="copy").relative_to(build.ROOT))
 
     # The GEMVs against cuBLAS FP16 on FP16 weights, PyTorch's route (our dequantize, then cuBLAS) and, with the
     # solutions, lesson 07's W4A16 GEMV on INT4 weights of the same size.
     lin, p4 = catalog.NF4_LINEAR, catalog.W4A16
+    bw = roofline.bandwidth(c)[0]  # a GEMV reads its weights and writes almost nothing: the read's floor
     warp = lin.bind(mod.gemv_nf4_warp)
     fused, fused_tiles = lin.bind(fast.gemv_nf4), catalog.NF4_TILES.bind(fast.gemv_nf4_tiles)
     fused_dq = catalog.NF4_TILES_DQ.bind(fast.gemv_nf4_tiles_dq)
@@ -145,7 +147,7 @@ def run(*, solution: bool = True, record: bool = False, verbose: bool = True) ->
                 nbytes = {CUBLAS: catalog.FP16.bytes(s), W4A16: p4.bytes(s), GEMV_DQ: catalog.NF4_TILES_DQ.bytes(s)}.get(
                     route, lin.bytes(s))
                 extra = dict(desc=lin.describe(s), gbs=round(nbytes / t.median_us / 1e3, 1),
-                             pct_copy_bw=round(100 * nbytes / bw / 1e3 / t.median_us, 1),
+                             pct_bw=round(100 * nbytes / bw / 1e3 / t.median_us, 1),
                              speedup_vs_cublas=round(base / t.median_us, 2))
                 if vs_bnb:
                     extra["speedup_vs_bnb"] = round(vs_bnb.median_us / t.median_us, 2)

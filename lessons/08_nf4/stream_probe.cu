@@ -1,8 +1,8 @@
 // How fast can one kernel read a weight matrix of decode size (8-134 MB) on this GPU? The decode kernels of
 // lessons 06-10 reach 58-80% of the copy bandwidth at M = 1, and cuBLAS reads 30-35 MB of FP16 weights at only
-// 65-69% of it (lessons/08_nf4/notes.md). This file reads bytes and nothing else, three ways, so dev/probe_stream.py can
-// separate the cost of the read itself from the cost of the arithmetic:
-//   read_ldg    U 16-byte loads in flight per thread (ld.global.nc, L1 bypassed), a contiguous slice per block;
+// 65-69% of it (lessons/08_nf4/notes.md). This file reads bytes and nothing else, so dev/probe_stream.py can
+// separate the cost of the read itself from the cost of the arithmetic (its ld.global reads are
+// harness/read_probe.cu's, the kernel of the read-bandwidth ceiling):
 //   read_bulk   one thread per block streams its slice through a ring of S shared-memory stages with the
 //               Hopper bulk copy engine (cp.async.bulk, completion counted in bytes on an mbarrier); the
 //               block's threads read each stage from shared memory;
@@ -31,38 +31,8 @@
 #define HOPPER(...) __VA_ARGS__
 #endif
 
-__device__ __forceinline__ uint4 ldg_stream(const uint4* p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-}
 __device__ __forceinline__ void pdl_launch_dependents() { HOPPER(asm volatile("griddepcontrol.launch_dependents;\n" ::)); }
 __device__ __forceinline__ void pdl_wait() { HOPPER(asm volatile("griddepcontrol.wait;\n" ::: "memory")); }
-
-template <int U, bool PDL>
-__global__ void __launch_bounds__(256) read_ldg_kernel(const uint4* __restrict__ src, long n16, int* __restrict__ out) {
-    if (PDL) pdl_launch_dependents();
-    const long per = (n16 + gridDim.x - 1) / gridDim.x, b0 = per * blockIdx.x, b1 = min(b0 + per, n16);
-    uint32_t acc = 0;
-    for (long base = b0 + threadIdx.x; base < b1; base += 256L * U) {
-        uint4 v[U];
-#pragma unroll
-        for (int u = 0; u < U; ++u) v[u] = base + 256L * u < b1 ? ldg_stream(src + base + 256L * u) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-        for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-    }
-    acc = __reduce_xor_sync(0xffffffffu, acc);
-    __shared__ uint32_t part[8];
-    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = acc;
-    __syncthreads();
-    if (PDL) pdl_wait();  // the previous launch's writes of out are complete before ours
-    if (threadIdx.x == 0) {
-        uint32_t a = 0;
-        for (int w = 0; w < 8; ++w) a ^= part[w];
-        out[blockIdx.x] = (int)a;
-    }
-}
 
 // --- the bulk copy engine: one thread issues, an mbarrier per stage counts the bytes that landed ---------------
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
@@ -224,19 +194,6 @@ static void launch(Kern kernel, int grid, int smem, bool pdl, cudaStream_t strea
     cfg.attrs = attr;
     cfg.numAttrs = pdl ? 1 : 0;
     cudaLaunchKernelEx(&cfg, kernel, args...);
-}
-
-// src: bytes as uint8 (a multiple of 16); out: at least `grid` ints. unroll ∈ {1, 2, 4, 8}.
-EXPORT void read_ldg(const uint8_t* src, long long bytes, int* out, int grid, int unroll, int pdl, cudaStream_t stream) {
-    const uint4* s = reinterpret_cast<const uint4*>(src);
-    const long n16 = bytes / 16;
-#define L(U)                                                                                                   \
-    if (unroll == U) {                                                                                         \
-        if (pdl) launch(read_ldg_kernel<U, true>, grid, 0, true, stream, s, n16, out);                         \
-        else launch(read_ldg_kernel<U, false>, grid, 0, false, stream, s, n16, out);                           \
-    }
-    L(1) L(2) L(4) L(8)
-#undef L
 }
 
 // stages ∈ {2, 4, 8}; chunk: bytes per stage (a multiple of 16; stages × chunk ≤ 227 KB).

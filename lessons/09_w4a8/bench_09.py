@@ -55,7 +55,7 @@ def run(ms=(16, 32, 64, 128, 256), *, record: bool = False, verbose: bool = True
         W4A16_07: (p416, p416.bind(build.load(7, "w4a16_fast", solution=True).linear_w4a16)),
         OURS: (p, p.bind(mod.linear_w4a8)),
     }
-    bw = roofline.ceilings()["copy_GBps"]
+    bw = roofline.bandwidth(roofline.ceilings())[0]
     rows = []
     for K, N in SHAPES_KN:
         for M in ms:
@@ -75,7 +75,7 @@ def run(ms=(16, 32, 64, 128, 256), *, record: bool = False, verbose: bool = True
                 rows.append(results.Row.measured(
                     route, shape, t.median_us, t.graph_us if graph else None, nbytes, p.flops(shape), CUBLAS,
                     desc=p.describe(shape), gbs=round(nbytes / t.median_us / 1e3, 1),
-                    pct_copy_bw=round(100 * nbytes / bw / 1e3 / t.median_us, 1),
+                    pct_bw=round(100 * nbytes / bw / 1e3 / t.median_us, 1),
                     speedup_vs_cublas=round(base / t.median_us, 2), w4a8_speedup=round(t.median_us / ours, 2),
                     tops=round(p.flops(shape) / t.median_us / 1e6, 1)))
                 if t.graph_error:

@@ -136,7 +136,7 @@ def run(ms=None, *, ladder: bool = False, steps: bool = False, kns=None, solutio
     else:
         routes = {OURS: (pf, pf.bind(mod.linear_w4a16_frag)),
                   W4A16_07: (p, p.bind(build.load(7, "w4a16_fast", solution=True).linear_w4a16))}
-    bw = roofline.ceilings()["copy_GBps"]
+    bw = roofline.bandwidth(roofline.ceilings())[0]
     no_marlin = None if ladder and not steps else marlin.unavailable()
     if no_marlin:
         print(f"Marlin is not timed: {no_marlin}")
@@ -164,7 +164,7 @@ def run(ms=None, *, ladder: bool = False, steps: bool = False, kns=None, solutio
             for route, t in timed.items():
                 nbytes = catalog.FP16.bytes(shape) if route == CUBLAS else p.bytes(shape)
                 extra = dict(desc=p.describe(shape), gbs=round(nbytes / t.median_us / 1e3, 1),
-                             pct_copy_bw=round(100 * nbytes / bw / 1e3 / t.median_us, 1),
+                             pct_bw=round(100 * nbytes / bw / 1e3 / t.median_us, 1),
                              speedup_vs_cublas=round(base / t.median_us, 2),
                              tflops=round(p.flops(shape) / t.median_us / 1e6, 2))
                 if MARLIN in timed:

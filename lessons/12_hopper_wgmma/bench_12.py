@@ -56,7 +56,7 @@ def run(ms=(1, 16, 32, 64, 128, 256), *, kns=None, solution: bool = True, record
     routes = {OURS: (pf, ours),  # other lessons' kernels from their solutions
               TEN: (pf, pf.bind(build.load(10, "w4a16_pipe_fast", solution=True).linear_w4a16_frag)),
               W4A16_07: (p, p.bind(build.load(7, "w4a16_fast", solution=True).linear_w4a16))}
-    bw = roofline.ceilings()["copy_GBps"]
+    bw = roofline.bandwidth(roofline.ceilings())[0]
     no_marlin = marlin.unavailable()
     if no_marlin:
         print(f"Marlin is not timed: {no_marlin}")
@@ -77,7 +77,7 @@ def run(ms=(1, 16, 32, 64, 128, 256), *, kns=None, solution: bool = True, record
             for route, t in timed.items():
                 nbytes = catalog.FP16.bytes(shape) if route == CUBLAS else p.bytes(shape)
                 extra = dict(desc=p.describe(shape), gbs=round(nbytes / t.median_us / 1e3, 1),
-                             pct_copy_bw=round(100 * nbytes / bw / 1e3 / t.median_us, 1),
+                             pct_bw=round(100 * nbytes / bw / 1e3 / t.median_us, 1),
                              speedup_vs_cublas=round(base / t.median_us, 2),
                              tflops=round(p.flops(shape) / t.median_us / 1e6, 2))
                 if route == OURS:
@@ -151,17 +151,17 @@ def stream_table() -> str:
 
 def stream_chart(ax=None):
     """What reading 8-134 MB costs (recorded): µs against MB, the fastest plain read per call and in a CUDA graph,
-    cuBLAS at M = 1, the copy-bandwidth floor, and the line t = a + bytes / B fitted to the per-call reads."""
+    cuBLAS at M = 1, the read-bandwidth floor, and the line t = a + bytes / B fitted to the per-call reads."""
     import matplotlib.pyplot as plt
     sec = results.load(12, "stream", prefer_local=False)
-    best, bw = stream_best(sec["rows"]), results.copy_GBps(sec)
+    best, bw = stream_best(sec["rows"]), results.floor_GBps(sec)
     a, B = results.stream_fit(sec["rows"], "per_call_us")
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4))
     mb = [n / 1e6 for n in best]
     for key, style in (("cuBLAS FP16 M = 1, per call", "s--"), ("read, per call", "o-"), ("read, in a graph", "^-")):
         ax.plot(mb, [best[n][key] for n in best], style, label=key)
-    ax.plot(mb, [n / bw / 1e3 for n in best], "k:", label=f"floor: bytes at the copy bandwidth ({bw:,.0f} GB/s)")
+    ax.plot(mb, [n / bw / 1e3 for n in best], "k:", label=f"floor: bytes at the {results.bw_kind(sec)} bandwidth ({bw:,.0f} GB/s)")
     ax.plot(mb, [a + n / (B * 1e6) for n in best], color="grey", lw=0.8,
             label=f"t = {a:.1f} µs + bytes / {B:.2f} TB/s (per call)")
     ax.set(xlabel="weights read (MB)", ylabel="µs per read", title=f"What reading the weights costs ({sec['env']['gpu']}, recorded)")
