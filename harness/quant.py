@@ -289,18 +289,6 @@ def _frag_positions(device=None) -> tuple[torch.Tensor, torch.Tensor]:
     return row.to(device), col.to(device)
 
 
-def _old_frag_positions(device=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(row, col) inside a 16 × 16 A tile of nibble i of lane l's word, as [32, 8] tensors.
-    mma.m16n8k16's A fragment (PTX ISA, "Matrix Fragments for mma.m16n8k16"): lane l = 4g + t holds
-    a0 = A[g][2t, 2t+1], a1 = A[g+8][2t, 2t+1], a2 = A[g][2t+8, 2t+9], a3 = A[g+8][2t+8, 2t+9]. Nibble i and i + 4
-    become the two halves of register i (low half first), so nibble i sits at row g + 8·(i & 1) and column
-    2t + 8·((i >> 1) & 1) + (i >> 2)."""
-    lane = torch.arange(32, device=device)[:, None]
-    i = torch.arange(8, device=device)[None, :]
-    g, t = lane // 4, lane % 4
-    return g + 8 * (i & 1), 2 * t + 8 * ((i >> 1) & 1) + (i >> 2)
-
-
 @dataclass
 class Int4Fragments:
     """Symmetric INT4 weights of an [n, K] layer in fragment order.
@@ -626,20 +614,6 @@ def w4a8_unpack_like_the_gpu(qw: W4A8Weight) -> torch.Tensor:
     place = 256 ** torch.arange(4, device=u.device)
     word = ((128 + (u - z) * s).reshape(N, K // 4, 4) * place).sum(dim=-1) % 2**32
     return (word[..., None] // place % 256).reshape(N, K)
-
-
-def _old_w4a8_unpack_like_the_gpu(qw: W4A8Weight) -> torch.Tensor:
-    """Lesson 09's unpack done in 32-bit integers as the kernel does it, for every packed word: lo = (w & 0x0F0F0F0F)
-    · gscale + c (an IMAD) and hi = mad.hi(w & 0xF0F0F0F0, gscale << 28, c) (an IMAD.HI), c = 128 − gzero · gscale
-    in each byte. Returns the bytes [N, K] in K order; they equal 128 + codes() exactly when no byte carried."""
-    N, K = qw.packed.shape[0], qw.packed.shape[1] * 8
-    w = qw.packed.long() & 0xFFFFFFFF
-    s = qw.gscale.long().repeat_interleave(qw.group // 8, dim=1)
-    c = ((128 - qw.gzero.long() * qw.gscale.long()) * 0x01010101).repeat_interleave(qw.group // 8, dim=1)
-    lo = ((w & 0x0F0F0F0F) * s + c) & 0xFFFFFFFF
-    hi = ((((w & 0xF0F0F0F0) * (s << 28)) >> 32) + c) & 0xFFFFFFFF
-    byte = lambda r: (r[..., None] >> torch.arange(0, 32, 8, device=r.device)) & 0xFF
-    return torch.cat([byte(lo), byte(hi)], dim=-1).reshape(N, K)
 
 
 def quantize_w4a8(W: torch.Tensor, group: int = 128) -> W4A8Weight:
