@@ -112,6 +112,33 @@ def write_lab_settings(prefix: Path = Path(sys.prefix)) -> Path:
     return p
 
 
+LABEXT_SRC = Path(__file__).with_name("labextension")  # .cu/.cuh as CUDA (C++ highlighting): remoteEntry.js explains
+
+
+def install_labextension(prefix: Path = Path(sys.prefix)) -> Path:
+    """The course's prebuilt JupyterLab extension in the environment's share/jupyter/labextensions/, where Lab finds
+    prebuilt extensions. Its script is named by its content (what a webpack build does), so a browser never runs a
+    cached older one; rewritten only when it changed."""
+    pkg = json.loads((LABEXT_SRC / "package.json").read_text())
+    js = (LABEXT_SRC / "remoteEntry.js").read_bytes()
+    load = f"static/remoteEntry.{hashlib.sha256(js).hexdigest()[:20]}.js"
+    pkg["jupyterlab"]["_build"]["load"] = load
+    dest = prefix / "share" / "jupyter" / "labextensions" / pkg["name"]
+    (dest / "static").mkdir(parents=True, exist_ok=True)
+    for old in (dest / "static").glob("remoteEntry.*.js"):
+        if old.name != Path(load).name:
+            old.unlink()
+    if not (dest / load).exists():
+        (dest / load).write_bytes(js)
+    install = {"packageManager": "course", "packageName": pkg["name"],
+               "uninstallInstructions": "./course lab installs it on every start (harness/lab.py)"}
+    for name, data in (("package.json", pkg), ("install.json", install)):
+        text = json.dumps(data, indent=2) + "\n"
+        if not (dest / name).exists() or (dest / name).read_text() != text:
+            (dest / name).write_text(text)
+    return dest
+
+
 try:  # only `./course lab` needs these (jupyter_server comes with JupyterLab)
     from jupyter_server.services.contents.filemanager import FileContentsManager
 except ImportError:  # pragma: no cover
@@ -128,6 +155,19 @@ if FileContentsManager is not None:
                 return str(copy_path(rel))
             return super()._get_os_path(path)
 
+        def mark_trusted_cells(self, nb, path=""):
+            """The course's own notebook (or your copy while it is still byte for byte the course's) opens trusted:
+            its stored outputs are the course's recording. Any other notebook, your edited copy included, is trusted
+            as Jupyter trusts any notebook: when its signature is in your notary database (every save from Lab
+            signs what Lab shows as trusted)."""
+            rel = path.strip("/")
+            if Path(self.root_dir).resolve() == ROOT.resolve() and is_lesson_notebook(rel):
+                mine = copy_path(rel)
+                if not mine.exists() or mine.read_bytes() == (ROOT / rel).read_bytes():
+                    self.notary.mark_cells(nb, True)
+                    return
+            super().mark_trusted_cells(nb, path)
+
         def save(self, model, path=""):
             rel = path.strip("/")
             if Path(self.root_dir).resolve() == ROOT.resolve() and is_lesson_notebook(rel):
@@ -136,6 +176,48 @@ if FileContentsManager is not None:
                 if fresh and model.get("type") == "notebook" and isinstance(model.get("content"), dict):
                     model["content"].setdefault("metadata", {})[_ORIGIN] = _sha(ROOT / rel)
             return super().save(model, path)
+
+
+# Lesson figures at the server's root. Lab renders a markdown cell by setting the HTML first and rewriting its
+# relative image paths afterwards (@jupyterlab/rendermime's renderHTML: innerHTML, then handleUrls), so the browser
+# starts fetching `figures/x.png` against the page's own URL before the rewrite. On /lab/tree/... that lands on Lab's
+# page; on /lab, the URL a restored layout opens with, it is GET /figures/x.png: a 404 in the log for every figure,
+# while the rewritten request that follows loads the image. This server extension (./course lab enables it) answers
+# those early requests: with the figure where one lesson has that name, with nothing (204) where several do.
+_FIGURE = r"[A-Za-z0-9_][A-Za-z0-9_.-]*\.(?:png|svg|jpg|jpeg|gif)"
+
+
+def figure_for(name: str, root: Path = ROOT) -> list[Path]:
+    """The lesson figures named `name` (lessons/NN_*/figures/NAME), in lesson order."""
+    if not re.fullmatch(_FIGURE, name):
+        return []
+    return sorted((root / "lessons").glob(f"[0-9][0-9]_*/figures/{name}"))
+
+
+def _jupyter_server_extension_points():
+    return [{"module": "harness.lab"}]
+
+
+def _load_jupyter_server_extension(serverapp):
+    from jupyter_server.base.handlers import JupyterHandler
+    from jupyter_server.utils import url_path_join
+    from tornado import web
+
+    root = Path(serverapp.root_dir)
+
+    class FigureHandler(JupyterHandler):
+        @web.authenticated
+        def get(self, name):
+            found = figure_for(name, root)
+            if not found:
+                raise web.HTTPError(404)
+            if len(found) > 1:
+                self.set_status(204)
+                return self.finish()
+            url = url_path_join(self.base_url, "files", found[0].relative_to(root).as_posix())
+            self.redirect(url + ("?" + self.request.query if self.request.query else ""))
+
+    serverapp.web_app.add_handlers(".*$", [(url_path_join(serverapp.base_url, f"/figures/({_FIGURE})"), FigureHandler)])
 
 
 def main(argv: list[str]) -> int:
@@ -154,7 +236,8 @@ def main(argv: list[str]) -> int:
     if cmd == "settings":
         try:
             print(write_lab_settings())
-        except OSError as e:  # a read-only environment (a shared conda install): Lab works, with its news on
+            print(install_labextension())
+        except OSError as e:  # a read-only environment (a shared conda install): Lab works, news on, .cu plain text
             print(f"lab settings: {e}", file=sys.stderr)
             return 1
         return 0

@@ -274,15 +274,19 @@ FRAG_ROWS, FRAG_K = 16, 64  # an m16 tile of output rows; four k16 steps per lan
 
 
 def _frag_positions(device=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(row, col) inside a 16 × 16 A tile of nibble i of lane l's word, as [32, 8] tensors.
-    mma.m16n8k16's A fragment (PTX ISA, "Matrix Fragments for mma.m16n8k16"): lane l = 4g + t holds
-    a0 = A[g][2t, 2t+1], a1 = A[g+8][2t, 2t+1], a2 = A[g][2t+8, 2t+9], a3 = A[g+8][2t+8, 2t+9]. Nibble i and i + 4
-    become the two halves of register i (low half first), so nibble i sits at row g + 8·(i & 1) and column
-    2t + 8·((i >> 1) & 1) + (i >> 2)."""
-    lane = torch.arange(32, device=device)[:, None]
-    i = torch.arange(8, device=device)[None, :]
-    g, t = lane // 4, lane % 4
-    return g + 8 * (i & 1), 2 * t + 8 * ((i >> 1) & 1) + (i >> 2)
+    """(row, col) inside a 16 × 16 A tile of nibble i of lane l's word, as [32, 8] tensors. Found from the elements'
+    side: each of the tile's 256 elements goes to the lane, register and half that hold it in mma.m16n8k16's A
+    fragment (PTX ISA, "Matrix Fragments for mma.m16n8k16", the table read from the element), and from the half to
+    the nibble that becomes it (nibbles_to_q: register j's low half is nibble j, its high half nibble j + 4)."""
+    r, c = (x.reshape(-1) for x in torch.meshgrid(torch.arange(16), torch.arange(16), indexing="ij"))
+    lane = 4 * (r % 8) + (c % 8) // 2   # groupID: the row within its 8-row half; threadID_in_group: the column pair
+    reg = r // 8 + 2 * (c // 8)         # which of the four 8 × 8 quarters
+    nibble = reg + 4 * (c % 2)          # the second column of a pair is the register's high half
+    row = torch.full((32, 8), -1, dtype=torch.int64)
+    col = row.clone()
+    row[lane, nibble], col[lane, nibble] = r, c
+    assert (row >= 0).all(), "every (lane, nibble) holds one element: 32 × 8 = 256"
+    return row.to(device), col.to(device)
 
 
 @dataclass
@@ -599,17 +603,17 @@ class W4A8Weight:
 
 
 def w4a8_unpack_like_the_gpu(qw: W4A8Weight) -> torch.Tensor:
-    """Lesson 09's unpack done in 32-bit integers as the kernel does it, for every packed word: lo = (w & 0x0F0F0F0F)
-    · gscale + c (an IMAD) and hi = mad.hi(w & 0xF0F0F0F0, gscale << 28, c) (an IMAD.HI), c = 128 − gzero · gscale
-    in each byte. Returns the bytes [N, K] in K order; they equal 128 + codes() exactly when no byte carried."""
+    """Lesson 09's unpack as the kernel's 32-bit registers see it: four consecutive weights' bytes 128 + (u − gzero)
+    · gscale are one 32-bit integer, byte i worth 256^i, summed modulo 2^32, so a byte outside 0..255 carries into
+    (or borrows from) the next. Returns the bytes [N, K] in K order; they equal 128 + codes() exactly when no byte
+    carried."""
     N, K = qw.packed.shape[0], qw.packed.shape[1] * 8
-    w = qw.packed.long() & 0xFFFFFFFF
-    s = qw.gscale.long().repeat_interleave(qw.group // 8, dim=1)
-    c = ((128 - qw.gzero.long() * qw.gscale.long()) * 0x01010101).repeat_interleave(qw.group // 8, dim=1)
-    lo = ((w & 0x0F0F0F0F) * s + c) & 0xFFFFFFFF
-    hi = ((((w & 0xF0F0F0F0) * (s << 28)) >> 32) + c) & 0xFFFFFFFF
-    byte = lambda r: (r[..., None] >> torch.arange(0, 32, 8, device=r.device)) & 0xFF
-    return torch.cat([byte(lo), byte(hi)], dim=-1).reshape(N, K)
+    u = unpack_w4a8(qw.packed).long()
+    s = qw.gscale.long().repeat_interleave(qw.group, dim=1)
+    z = qw.gzero.long().repeat_interleave(qw.group, dim=1)
+    place = 256 ** torch.arange(4, device=u.device)
+    word = ((128 + (u - z) * s).reshape(N, K // 4, 4) * place).sum(dim=-1) % 2**32
+    return (word[..., None] // place % 256).reshape(N, K)
 
 
 def quantize_w4a8(W: torch.Tensor, group: int = 128) -> W4A8Weight:

@@ -118,6 +118,18 @@ def test_w4a8_unpack_is_overflow_free():
         assert torch.equal(quant.w4a8_unpack_like_the_gpu(qx), 128 + qx.codes().long())
 
 
+def test_w4a8_unpack_like_the_gpu_carries_between_bytes():
+    """Where a byte leaves 0..255 the reference shows what one 32-bit register does: the excess carries into the next
+    byte of the same four weights (a borrow when it is negative), never into the next four."""
+    def one(u, s, z):  # one row of 8 weights (one word), one group
+        qw = quant.W4A8Weight(quant.pack_w4a8(torch.tensor([u])), torch.ones(1, 1, dtype=torch.float16),
+                              torch.tensor([[s]], dtype=torch.uint8), torch.tensor([[z]], dtype=torch.uint8), 8)
+        return quant.w4a8_unpack_like_the_gpu(qw)[0].tolist()
+    assert one([15] * 8, 15, 0) == [97, 98, 98, 98] * 2     # 128 + 225 = 353 = 256 + 97: each byte passes 1 on
+    assert one([0] * 8, 15, 15) == [159, 158, 158, 158] * 2  # 128 − 225 = −97: each byte borrows 1
+    assert one([3, 0, 0, 0, 8, 8, 8, 8], 2, 1) == [132, 126, 126, 126, 142, 142, 142, 142]  # in range: 128 + (u − 1)·2
+
+
 def test_w4a8_error_close_to_int4_with_zero_points():
     W = weights()
     qw = quant.quantize_w4a8(W)

@@ -60,36 +60,13 @@ using namespace nvcuda;
 constexpr int WMMA_BN = 128, WMMA_TB = 128, WMMA_STAGES = 2;
 constexpr int MMA_BN = 256, MMA_TB = 128, MMA_STAGES = 3;
 constexpr int GROUP_M = 8;
-// Measurement switch for dev/tune_tc.py --ablate, mma.sync kernels only: bit 1 skips the refills of the K
-// loop (the tiles keep stale data), bit 2 loads each tile's fragments once, bit 4 drops the barrier. The
-// results are wrong; only the timing means something (what each part of the loop costs). 0 everywhere else.
-#ifndef TC_ABLATE
-#define TC_ABLATE 0
-#endif
-// The copy engine (TMA) on sm_90 and newer: 1 (default) where the GPU and the shape allow, 0 never.
-#ifndef TC_TMA
-#define TC_TMA 1
-#endif
-// The mma.sync kernel's tiles when the copy engine fills them: 1 (default) 128-byte swizzle, 0 padded rows.
-#ifndef MMA_SWZ
-#define MMA_SWZ 1
-#endif
 constexpr int TMA_STAGES = 4, WMMA_TMA_BN = 256;  // the copy-engine configurations
-// The WMMA kernel's tiles when the copy engine fills them: 1 (default) swizzled, its fragments filled by ldmatrix in
-// the layout measured on sm_90 (taken on sm_90 machine code only); 0 padded rows read by load_matrix_sync.
-#ifndef WMMA_SWZ
-#define WMMA_SWZ 1
-#endif
-// WMMA_REG_EPI 0 (dev/tune_tc.py --ablate): the swizzled WMMA kernel writes y through store_matrix_sync, as the
-// API-only one does, instead of from its accumulator registers.
-#ifndef WMMA_REG_EPI
-#define WMMA_REG_EPI 1
-#endif
 
 // A configuration: block tile BM × BN, shared tiles TILE_BYTES of K deep in a STAGES-deep ring. Each 16-byte chunk
 // c of tile row r sits at at(r, c): rows padded by 16 bytes, or (SWZ) rows unpadded with chunk c stored at
 // position c XOR (r mod 8), the copy engine's 128-byte swizzle. Either way the 8 rows one ldmatrix phase reads,
-// same chunk, hit 8 different 16-byte bank groups.
+// same chunk, hit 8 different 16-byte bank groups. The cp.async tiles are padded, the copy engine's swizzled (the
+// WMMA kernel's fragments then filled by ldmatrix in the layout measured on sm_90, taken on sm_90 machine code only).
 template <int BN_, int TILE_BYTES_, int STAGES_, bool SWZ_ = false>
 struct Cfg {
     static constexpr int BM = 128, BN = BN_, WM = 64, WN = 64;
@@ -106,8 +83,8 @@ struct Cfg {
 };
 using WmmaCfg = Cfg<WMMA_BN, WMMA_TB, WMMA_STAGES>;
 using MmaCfg = Cfg<MMA_BN, MMA_TB, MMA_STAGES>;
-using WmmaTmaCfg = Cfg<WMMA_TMA_BN, 128, TMA_STAGES, bool(WMMA_SWZ)>;
-using MmaTmaCfg = Cfg<MMA_BN, 128, TMA_STAGES, bool(MMA_SWZ)>;
+using WmmaTmaCfg = Cfg<WMMA_TMA_BN, 128, TMA_STAGES, true>;
+using MmaTmaCfg = Cfg<MMA_BN, 128, TMA_STAGES, true>;
 
 // Element type → accumulator and output types, and the raw bits type for scalar loads.
 template <typename T> struct Types;
@@ -161,7 +138,7 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int 
 // has read them. Thread 0 asks for two 2-D boxes per stage (x's BM rows, W's BN rows): the first STAGES stages at
 // the start, then, at tile kt, tile kt − 1 + STAGES into the stage tile kt − 1 used, once every warp has released
 // it. No other thread issues a copy or computes an address, and no warp waits for another except through the data
-// it needs. Swizzled tiles are boxes of TILE_BYTES; padded tiles (WMMA_SWZ=0, MMA_SWZ=0: what load_matrix_sync can
+// it needs. Swizzled tiles are boxes of TILE_BYTES; padded tiles (what load_matrix_sync can
 // read, a fixed row stride) are boxes of ROW_BYTES, 16 bytes more of K per row that land in the padding, read for nothing.
 template <class C, typename T>
 struct TmaPipe {
@@ -189,10 +166,6 @@ struct TmaPipe {
     }
     __device__ __forceinline__ void issue(int kt, int st) {
         char* a = smem + st * C::STAGE_BYTES;
-        if ((TC_ABLATE & 1) && kt >= C::STAGES) {  // ablation: no copy, the stage keeps its old tiles
-            mbar_arrive(full + st);
-            return;
-        }
         mbar_expect_tx(full + st, C::STAGE_BYTES);  // whole boxes, zeros included
         tma_load(a, mx, kt * BK, m0, full + st);
         tma_load(a + C::BM * C::ROW_BYTES, mw, kt * BK, n0, full + st);
@@ -210,7 +183,7 @@ struct TmaPipe {
         const int nt = kt - 1 + C::STAGES;
         if (threadIdx.x < 32 && kt >= 1 && nt < ktiles) {
             const int st = (kt - 1) % C::STAGES;
-            if (!(TC_ABLATE & 4)) mbar_wait(empty + st, ((kt - 1) / C::STAGES) & 1);
+            mbar_wait(empty + st, ((kt - 1) / C::STAGES) & 1);
             if (threadIdx.x == 0) issue(nt, st);
             __syncwarp();
         }
@@ -322,18 +295,18 @@ __device__ __forceinline__ void kloop(const T* x, const T* W, int M, int N, int 
             if (s == KSTEPS / 2) pipe.refill(kt);
         } else if (s == 0) {  // tile kt-1's stage is free: every warp passed the barrier after its last ldmatrix
             const int nt = kt + C::STAGES - 1;
-            if (nt < ktiles && !(TC_ABLATE & 1)) load_stage(nt % C::STAGES, nt);
+            if (nt < ktiles) load_stage(nt % C::STAGES, nt);
             cp_async_commit();
         }
     };
     auto next_tile = [&](int kt, int& rs) {
         if constexpr (TMA) {
-            if (!(TC_ABLATE & 4)) pipe.release(rs);  // step KSTEPS-1's fragments were loaded during the last step
+            pipe.release(rs);  // step KSTEPS-1's fragments were loaded during the last step
             if (++rs == C::STAGES) rs = 0, ph ^= 1;
-            if (kt + 1 < ktiles && !(TC_ABLATE & 4)) pipe.wait(rs, ph);
+            if (kt + 1 < ktiles) pipe.wait(rs, ph);
         } else {  // tile kt+1 must have landed (everyone's copies) before its fragments are read
             cp_async_wait<C::STAGES - 2>();
-            if (!(TC_ABLATE & 4)) __syncthreads();
+            __syncthreads();
             rs = rs + 1 == C::STAGES ? 0 : rs + 1;
         }
     };
@@ -345,11 +318,11 @@ __device__ __forceinline__ void kloop(const T* x, const T* W, int M, int N, int 
             step_hook(kt, s);
             if (s == KSTEPS - 1) next_tile(kt, rs);
             if (s + 1 < KSTEPS) {
-                if (!(TC_ABLATE & 2)) load_step((s + 1) % 2, rs, s + 1);
+                load_step((s + 1) % 2, rs, s + 1);
             } else if (kt + 1 < ktiles) {
                 load_step(0, rs, 0);  // KSTEPS is even: step 0 always uses buffer 0
             }
-            math((TC_ABLATE & 2) ? 0 : s % 2);
+            math(s % 2);
         }
     }
     if constexpr (!TMA) cp_async_wait<0>();
@@ -481,7 +454,7 @@ gemm_wmma_kernel(const T* __restrict__ x, const T* __restrict__ W, typename Type
     // Straight from registers on sm_90, reading acc.x[] in mma.sync's layout (assumed, not the API's: the layout
     // lessons/04_tensor_cores/wmma_layout.cu measures): a 16×16 accumulator is two of mma.sync's n8 tiles, x[0..3]
     // and x[4..7]. The scratch tile below is slower (lessons/04_tensor_cores/notes.md).
-    if constexpr (C::SWZ && WMMA_REG_EPI) {
+    if constexpr (C::SWZ) {
         store_tiles<FM, 2 * FN>(y, M, N, m0 + wm, n0 + wn, vec_out,
                                 [&](int i, int j, int e) { return acc[i][j / 2].x[(j % 2) * 4 + e]; });
         return;
@@ -613,7 +586,7 @@ static void launch(Kernel vec_kernel, Kernel scalar_kernel, Kernel tma_kernel, c
     const bool vec_out = N % 2 == 0 && reinterpret_cast<uintptr_t>(y) % (2 * sizeof(*y)) == 0;
     static const bool tma_built = [&] {
         cudaFuncAttributes attr;
-        return TC_TMA && cudaFuncGetAttributes(&attr, tma_kernel) == cudaSuccess && attr.binaryVersion >= 90 &&
+        return cudaFuncGetAttributes(&attr, tma_kernel) == cudaSuccess && attr.binaryVersion >= 90 &&
                (!ONLY_SM90 || attr.binaryVersion == 90);
     }();
     CUtensorMap mx{}, mw{};
