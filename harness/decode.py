@@ -545,7 +545,9 @@ class DecodeModel:
         w = {"embed": self.embed, "final_norm": self.final_norm, "lm_head": self.lm_head.dequantized(),
              "layers": [{"attn_norm": L["attn_norm"], "mlp_norm": L["mlp_norm"],
                          **{k: L[k].dequantized() for k in ("qkv", "o", "gate_up", "down")}} for L in self.layers]}
-        return DecodeModel(c, w, "fp16", max_batch=self.max_batch, max_seq=self.max_seq, ops=self.ops, pdl=self.pdl)
+        twin = DecodeModel(c, w, "fp16", max_batch=self.max_batch, max_seq=self.max_seq, ops=self.ops, pdl=self.pdl)
+        twin.rope = self.rope  # a model may run its own table (harness.real_model's padded heads)
+        return twin
 
 
 class DecodeGraph:

@@ -34,15 +34,15 @@ Where the shapes meet the course's kernels:
   Padding K, not a smaller group, because every kernel already takes K = 640 and 1152 and zero weights quantize to
   exactly 0 in every format (scale 0 divides as 1, NF4's index 7 is 0.0), so padding changes no real weight's code.
   What it changes is the grouping: a group of 128 on the padded K holds 64 real weights where K = 576 ends (the
-  last group of qkv, gate_up and the LM head) and in every group of o (one head each). Padding costs bytes the
-  kernels read (11% on the hidden-K layers, 2× on o, and the q/k/v rows), which at this size is small next to the
-  launches.
+  last group of qkv, gate_up and the LM head) and in every group of o (one head each). Padding adds bytes for the
+  kernels to read (640/576 on gate_up and the LM head, about 2.2× on qkv and o); the GPU model's speed includes them.
 
-A format's CPU reference (`reference_weights`) quantizes each linear layer in that GPU layout with the course's own
-quantizers (harness.quant: W8A16 INT8 group 128, W4A16 symmetric INT4 group 128, NF4 block 64, NF4 DQ, W4A8
-two-level group 128), dequantizes it and drops the padding again: the same numbers the kernels multiply by, at the
-model's own shape. W4A8 also quantizes each linear layer's input per token to INT8 (`w4a8_activations`), as its
-kernel does. The embedding stays FP16 in every format; the LM head is quantized, as in decode.DecodeModel.
+A format's CPU reference (`reference_weights`) quantizes each linear layer in that GPU layout as the course's own
+quantizers do (harness.quant: W8A16 INT8 group 128, W4A16 symmetric INT4 group 128, NF4 block 64, NF4 DQ, W4A8
+two-level group 128), dequantizes it and drops the padding again: the numbers the kernels multiply by, at the
+model's own shape (`quant_dequant`, equal bit for bit to harness.quant's quantize-then-dequantize). W4A8 also
+quantizes each linear layer's input per token to INT8 (`w4a8_activations`), as its kernel does. The embedding stays
+FP16 in every format; the LM head is quantized, as in decode.DecodeModel.
 """
 from __future__ import annotations
 
@@ -377,8 +377,9 @@ def _rows(W, fn, rows=4096):
     return torch.cat([fn(W[i:i + rows]) for i in range(0, W.shape[0], rows)])
 
 
-def quant_dequant(fmt: str, W: torch.Tensor) -> torch.Tensor:
-    """W [N, K] (K a multiple of 128) quantized as format fmt's GPU layer quantizes it, dequantized, in FP16."""
+def quant_dequant_exact(fmt: str, W: torch.Tensor) -> torch.Tensor:
+    """W [N, K] (K a multiple of 128) quantized as format fmt's GPU layer quantizes it (harness.quant's quantizers,
+    the bytes the kernels read), dequantized, in FP16. The definition quant_dequant must equal."""
     if fmt == "fp16":
         return W
     if fmt == "w8a16":
@@ -395,6 +396,53 @@ def quant_dequant(fmt: str, W: torch.Tensor) -> torch.Tensor:
         return decode._nf4_dequantized(rows)
     if fmt == "w4a8":
         return _rows(W, lambda w: quant.quantize_w4a8(w, GROUP).dequantize().half())
+    raise ValueError(f"unknown format {fmt!r}; have {FORMAT_NAMES}")
+
+
+def quant_dequant(fmt: str, W: torch.Tensor) -> torch.Tensor:
+    """quant_dequant_exact's numbers (tests/test_real_model.py checks they are equal, bit for bit) without building
+    the packed bytes: the same float32 steps of harness.quant's quantizers and dequantizers, minus the packing and
+    unpacking, which on the CPU cost more than the rest (the tests quantize the model five times)."""
+    if fmt in ("fp16", "w8a16"):
+        return quant_dequant_exact(fmt, W)
+    N, K = W.shape
+    if fmt in ("w4a16", "w4a16_07"):  # quant.quantize_int4(symmetric) and Int4Weight.dequantize
+        def int4(w):
+            g = w.float().reshape(w.shape[0], K // GROUP, GROUP)
+            scale = (g.abs().amax(dim=-1) / quant.INT4_MAX).to(torch.float16)
+            q = torch.round(g / quant._divisor(scale)[..., None]).clamp(quant.INT4_MIN, quant.INT4_MAX)
+            return (q * scale.float()[..., None]).reshape(w.shape).half()
+        return _rows(W, int4)
+    if fmt in ("nf4", "nf4dq"):  # quant.quantize_nf4 (block 64), NF4Weight.dequantize; nf4dq: quant.double_quantize
+        cb = quant.NF4.to(W.device)
+        mid = (cb[1:] + cb[:-1]) / 2
+
+        def idx_absmax(w):
+            b = w.float().reshape(-1, 64)
+            absmax = b.abs().amax(dim=-1)
+            x = (b * (1.0 / absmax.clamp_min(1e-38))[:, None]).clamp(-1, 1)
+            return torch.bucketize(x.reshape(-1), mid).to(torch.uint8), absmax
+        parts = [idx_absmax(W[i:i + 4096]) for i in range(0, N, 4096)]
+        idx, absmax = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+        if fmt == "nf4dq":
+            absmax = quant.double_quantize(quant.NF4Weight(idx[:0], absmax, (N, K), 64)).absmax_values()
+        rows = 4096 * K // 64  # blocks per 4096 rows
+        return torch.cat([(cb[idx[64 * i:64 * (i + rows)].long()].reshape(-1, 64) * absmax[i:i + rows, None])
+                          .reshape(-1, K).half() for i in range(0, absmax.numel(), rows)])
+    if fmt == "w4a8":  # quant.quantize_w4a8 and W4A8Weight.dequantize
+        def w4a8(w):
+            n = w.shape[0]
+            scale = (w.float().abs().amax(dim=1, keepdim=True) / quant.W4A8_LEVEL1).to(torch.float16)
+            c = torch.round(w.float() / quant._divisor(scale))
+            g = c.clamp(-quant.W4A8_LEVEL1, quant.W4A8_LEVEL1).reshape(n, K // GROUP, GROUP)
+            lo, hi = g.amin(dim=-1).clamp(max=0), g.amax(dim=-1).clamp(min=0)
+            gs = torch.ceil((hi - lo) / 15).clamp(1, 15)
+            zmin, zmax = torch.ceil(15 - 127 / gs), torch.floor(128 / gs)
+            gz = torch.round(-lo / gs).clamp(min=0, max=15)
+            gz = torch.maximum(torch.minimum(gz, zmax), zmin)
+            u = (torch.round(g / gs[..., None]) + gz[..., None]).clamp(0, 15)
+            return (((u - gz[..., None]) * gs[..., None]).reshape(n, K) * scale.float()).half()
+        return _rows(W, w4a8)
     raise ValueError(f"unknown format {fmt!r}; have {FORMAT_NAMES}")
 
 

@@ -83,7 +83,7 @@ def test_step_by_step_fp16_model_matches_float64_forward(model):
     step = decode.DecodeModel(cfg, w, "fp16", max_seq=16)
     got = decode.teacher_forced_logits(step, tokens, graph=False)
     err = decode.compare_logits(got, ref)
-    assert err["rel_err"] < 1e-2 and err["top1"] == 1.0, err  # measured 2.6e-3
+    assert err["rel_err"] < 1e-2 and err["top1"] == 1.0, err  # measured 3.1e-3
     f32 = decode.compare_logits(decode.reference_forward(cfg, w, tokens, compute=torch.float32).permute(1, 0, 2), ref)
     assert f32["rel_err"] < 1e-5, f32
 
@@ -101,7 +101,7 @@ def test_gpu_layout_is_the_same_model(model):
     ref = decode.reference_forward(cfg, w, tokens, compute=torch.float64).permute(1, 0, 2)
     padded = rm.gpu_model("fp16", cfg, w, max_seq=8, device="cpu", ops=decode.torch_ops(g.eps))
     err = decode.compare_logits(decode.teacher_forced_logits(padded, tokens, graph=False), ref)
-    assert err["rel_err"] < 1e-2 and err["top1"] == 1.0, err
+    assert err["rel_err"] < 1e-2 and err["top1"] == 1.0, err  # measured 1.4e-3
 
 
 def test_fp16_perplexity_on_a_real_text(fp16_ppl):
@@ -114,6 +114,17 @@ def test_the_files_qk_row_order_is_wrong_for_our_rope(model, ppl_tokens, fp16_pp
     cfg, _ = model
     wrong = rm.perplexity(cfg, rm.fp16_weights(permuted=False), ppl_tokens)
     assert wrong > 4 * fp16_ppl, (wrong, fp16_ppl)
+
+
+def test_reference_dequantize_equals_the_course_quantizers(model):
+    """The references' shortcut (no packed bytes) gives harness.quant's dequantized weights to the bit, on one
+    layer's padded qkv, o and gate_up (the shapes where the padding meets the groups)."""
+    cfg, w = model
+    L = w["layers"][7]
+    for fmt in PPL_RATIO:
+        for k in ("qkv", "o", "gate_up"):
+            Wp = rm.pad_linear(k, L[k], cfg)
+            assert torch.equal(rm.quant_dequant(fmt, Wp), rm.quant_dequant_exact(fmt, Wp)), (fmt, k)
 
 
 @pytest.mark.parametrize("fmt", list(PPL_RATIO))
