@@ -434,9 +434,10 @@ class DecodeModel:
 
     def __init__(self, cfg: Config, weights: dict, fmt: str = "fp16", *, max_batch: int = 1, max_seq: int = 1024,
                  ops: Ops | None = None, solution: bool | None = None, pdl: bool | None = None):
-        if fmt not in ALL_FORMATS:
+        if not isinstance(fmt, Format) and fmt not in ALL_FORMATS:  # a Format of its own: harness.real_model's W4A8
             raise ValueError(f"unknown format {fmt!r}; have {list(ALL_FORMATS)}")
-        self.cfg, self.fmt, self.format = cfg, fmt, ALL_FORMATS[fmt]
+        self.format = fmt if isinstance(fmt, Format) else ALL_FORMATS[fmt]
+        self.cfg, self.fmt = cfg, self.format.name
         self.embed = weights["embed"]
         dev, dt = self.embed.device, self.embed.dtype
         self.ops = ops or (cuda_ops(solution) if dev.type == "cuda" else torch_ops(cfg.eps))
@@ -544,7 +545,9 @@ class DecodeModel:
         w = {"embed": self.embed, "final_norm": self.final_norm, "lm_head": self.lm_head.dequantized(),
              "layers": [{"attn_norm": L["attn_norm"], "mlp_norm": L["mlp_norm"],
                          **{k: L[k].dequantized() for k in ("qkv", "o", "gate_up", "down")}} for L in self.layers]}
-        return DecodeModel(c, w, "fp16", max_batch=self.max_batch, max_seq=self.max_seq, ops=self.ops, pdl=self.pdl)
+        twin = DecodeModel(c, w, "fp16", max_batch=self.max_batch, max_seq=self.max_seq, ops=self.ops, pdl=self.pdl)
+        twin.rope = self.rope  # a model may run its own table (harness.real_model's padded heads)
+        return twin
 
 
 class DecodeGraph:
@@ -610,27 +613,30 @@ def compare_logits(got: torch.Tensor, ref: torch.Tensor) -> dict:
             "min_cos": cos.min().item(), "top1": (g.argmax(-1) == r.argmax(-1)).double().mean().item()}
 
 
-def reference_forward(cfg: Config, weights: dict, tokens: torch.Tensor, compute=torch.float64) -> torch.Tensor:
+def reference_forward(cfg: Config, weights: dict, tokens: torch.Tensor, compute=torch.float64,
+                      act=None) -> torch.Tensor:
     """An independent full-sequence forward pass (no cache, causal attention over all positions at once, grouped
-    heads by repetition), in `compute` precision: logits [B, T, vocab]. What the step-by-step model must equal."""
+    heads by repetition), in `compute` precision: logits [B, T, vocab]. What the step-by-step model must equal.
+    act: applied to every linear layer's input (W4A8's per-token activation quantization, harness.real_model)."""
     B, T = tokens.shape
     f = lambda t: t.to(compute)  # noqa: E731
+    a = act or (lambda t: t)  # noqa: E731
     x = f(weights["embed"][tokens])
     cs = rope_table(T, cfg.head_dim, cfg.rope_theta, tokens.device).to(compute)[None, :, None]  # [1, T, 1, d/2, 2]
     nh, nkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
     causal = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril()
     for L in weights["layers"]:
-        h = rms_norm(x, f(L["attn_norm"]), cfg.eps) @ f(L["qkv"]).T
+        h = a(rms_norm(x, f(L["attn_norm"]), cfg.eps)) @ f(L["qkv"]).T
         q = apply_rope(h[..., :nh * hd].reshape(B, T, nh, hd), cs)
         k = apply_rope(h[..., nh * hd:(nh + nkv) * hd].reshape(B, T, nkv, hd), cs)
         v = h[..., (nh + nkv) * hd:].reshape(B, T, nkv, hd)
         k, v = (t.repeat_interleave(nh // nkv, dim=2) for t in (k, v))
         s = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(hd)
-        a = torch.einsum("bhqk,bkhd->bqhd", torch.softmax(s.masked_fill(~causal, float("-inf")), dim=-1), v)
-        x = x + a.reshape(B, T, nh * hd) @ f(L["o"]).T
-        gu = rms_norm(x, f(L["mlp_norm"]), cfg.eps) @ f(L["gate_up"]).T
-        x = x + (torch.nn.functional.silu(gu[..., :cfg.intermediate]) * gu[..., cfg.intermediate:]) @ f(L["down"]).T
-    return rms_norm(x, f(weights["final_norm"]), cfg.eps) @ f(weights["lm_head"]).T
+        o = torch.einsum("bhqk,bkhd->bqhd", torch.softmax(s.masked_fill(~causal, float("-inf")), dim=-1), v)
+        x = x + a(o.reshape(B, T, nh * hd)) @ f(L["o"]).T
+        gu = a(rms_norm(x, f(L["mlp_norm"]), cfg.eps)) @ f(L["gate_up"]).T
+        x = x + a(torch.nn.functional.silu(gu[..., :cfg.intermediate]) * gu[..., cfg.intermediate:]) @ f(L["down"]).T
+    return a(rms_norm(x, f(weights["final_norm"]), cfg.eps)) @ f(weights["lm_head"]).T
 
 
 # ----------------------------------------------------------------------------------------------
@@ -641,7 +647,7 @@ def step_bytes(cfg: Config, fmt: str, batch: int, ctx: int) -> float:
     positions per sequence, the norms and the batch's embedding rows."""
     kv = batch * ctx * cfg.n_layers * 2 * cfg.n_kv_heads * cfg.head_dim * 2
     small = 2 * ((2 * cfg.n_layers + 1) * cfg.hidden + batch * cfg.hidden)
-    return ALL_FORMATS[fmt].weight_bytes(cfg) + kv + small
+    return (fmt if isinstance(fmt, Format) else ALL_FORMATS[fmt]).weight_bytes(cfg) + kv + small
 
 
 def fit_layers(cfg: Config, free_bytes: float, formats=("fp16",), headroom: float = 0.6) -> Config:
@@ -715,7 +721,7 @@ def measure(model: DecodeModel, batch: int, ctx: int, steps: int = 64, eager_ste
         model.gemms_only(batch)
     us_gemm = time_calls(gg.replay, steps // 4)
     del g, gg
-    floor = step_bytes(cfg, model.fmt, batch, ctx)
+    floor = step_bytes(cfg, model.format, batch, ctx)
     return {"format": model.fmt, "label": model.format.label, "layers": cfg.n_layers, "batch": batch, "ctx": ctx,
             "pdl": model.pdl, "us_graph_nopdl": us_nopdl,
             "us_graph": us_graph, "us_eager": us_eager, "us_gemm": us_gemm, "tok_s": batch * 1e6 / us_graph,

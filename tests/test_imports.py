@@ -21,7 +21,7 @@ LAYERS = [
                                                 "harness.diagrams"]),
     ("results", ["harness.results"]),
     ("baselines", ["harness.baselines", "harness.baselines.marlin", "harness.baselines.bnb"]),
-    ("decode", ["harness.decode"]),
+    ("decode", ["harness.decode", "harness.real_model"]),
     ("commands", ["harness.run", "harness.grade", "harness.ladder", "harness.report", "harness.exercises",
                   "harness.doctor", "harness.notebook", "harness.lab"]),
 ]
