@@ -154,8 +154,9 @@ __global__ void __launch_bounds__(THREADS, 2) regtile_db_kernel(const float* __r
     __syncthreads();
     // BEGIN EXERCISE 03.c: the double buffer
     // TODO: run over the K tiles, micro_tile<32, 16> on one buffer while the next tile travels into
-    // the other (roughly 15 lines). Per tile: if there is a next tile, load4 its two float4 into
-    // registers first; then the micro-tile on this buffer; then store4 the registers into the other.
+    // the other (roughly 15 lines). Per tile, if there is a next tile, its two float4 go through
+    // registers (load4, then store4 into the other buffer), and the micro-tile runs on this buffer:
+    // in which order, so that the loads are in flight while the FMAs run?
     // - One __syncthreads per tile is enough. Where must it stand, and why may the other buffer be
     //   written before it without waiting for the warps still computing on this one?
     // END EXERCISE
