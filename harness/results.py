@@ -388,6 +388,24 @@ def chart(lesson: int, section: str, view: str = "main", *, sec: dict | None = N
     return fig
 
 
+def pure_read(nbytes: float, sec: dict, tolerance: float = 0.015) -> tuple[float, float] | None:
+    """The floor of a decode kernel that reads `nbytes`: lesson 12's read probe on the GPU `sec` was measured on, its
+    fastest plain read (no PDL, not cuBLAS) of a size within `tolerance` of `nbytes` (the probe's sizes are the
+    weights of the course's decode shapes), as (µs per call, µs in a CUDA graph). None where that GPU's recording
+    has no probe or no such size."""
+    gpu = sec.get("env", {}).get("gpu")
+    try:
+        rows = load(12, "stream", gpu=gpu)["rows"] if gpu else []
+    except (FileNotFoundError, KeyError, LookupError):
+        return None
+    near = [r for r in rows if abs(r["bytes"] - nbytes) <= tolerance * nbytes
+            and not r["variant"].startswith("cuBLAS") and "PDL" not in r["variant"]]
+    if not near:
+        return None
+    graphs = [r["graph_us"] for r in near if r.get("graph_us")]
+    return min(r["per_call_us"] for r in near), (min(graphs) if graphs else None)
+
+
 def graph_markdown(lessons=(6, 7, 8), ms=None, shapes=None, secs: dict | None = None) -> str:
     """The decode kernels of several lessons timed two ways in one run, each with its baselines: every call between
     its own events (the course's tables), and replayed from a CUDA graph as a serving engine runs a decode step
@@ -403,8 +421,8 @@ def graph_markdown(lessons=(6, 7, 8), ms=None, shapes=None, secs: dict | None = 
     cols = list(dict.fromkeys(c for _, g in specs for c in g["vs"]))
     two = lambda a, b, f: f"{f(a)} → {f(b)}"
     kinds = "/".join(dict.fromkeys(bw_kind(sec) for sec, _ in specs))
-    out = [f"| kernel | K × N | M | µs | % {kinds} bw | " + " | ".join(f"vs {c}" for c in cols) + " |",
-           "|---|---|---:|---:|---:|" + "---:|" * len(cols)]
+    out = [f"| kernel | K × N | M | µs | % {kinds} bw | % of a pure read | " + " | ".join(f"vs {c}" for c in cols) + " |",
+           "|---|---|---:|---:|---:|---:|" + "---:|" * len(cols)]
     for sec, g in specs:
         rows = {(r.route, r.shape): r for r in rows_of(sec)}
         for (route, s), r in rows.items():
@@ -415,14 +433,20 @@ def graph_markdown(lessons=(6, 7, 8), ms=None, shapes=None, secs: dict | None = 
             for c in cols:
                 b = rows.get((g["vs"].get(c), s))
                 cells.append(two(b.us / r.us, b.graph_us / r.graph_us, lambda v: f"{v:.2f}×") if b and b.graph_us else "–")
+            floor = pure_read(r.bytes, sec) if r.bytes else None
+            read = (two(100 * floor[0] / r.us, 100 * floor[1] / r.graph_us, lambda v: f"{v:.0f}%")
+                    if floor and floor[1] else "–")
             out.append(f"| {g['kernels'][route]} | {s[2]} × {s[1]} | {s[0]} | {two(r.us, r.graph_us, lambda v: f'{v:,.1f}')} | "
-                       f"{two(_pct(r, sec), _pct(r, sec) * r.us / r.graph_us, lambda v: f'{v:.1f}%')} | " + " | ".join(cells) + " |")
+                       f"{two(_pct(r, sec), _pct(r, sec) * r.us / r.graph_us, lambda v: f'{v:.1f}%')} | {read} | "
+                       + " | ".join(cells) + " |")
     if len(out) == 2:
         return "(no graph timings recorded yet: each lesson's bench_NN.py --record records them)"
     envs = list(dict.fromkeys(env_line(sec) for sec, _ in specs))
     out.append(f"\nµs, median, per call → in a CUDA graph of 20 or more calls (`bench.graph_fn`); weights rotated past L2; "
                f"each baseline timed both ways in the same run; "
-               + "; ".join(dict.fromkeys(ceilings_line(sec) for sec, _ in specs)) + f". Measured on {'; '.join(envs)}.")
+               + "; ".join(dict.fromkeys(ceilings_line(sec) for sec, _ in specs))
+               + ". % of a pure read: the time of lesson 12's read probe on the same GPU, its fastest plain read of the "
+               "same bytes within 1.5% (per call, and in a graph), over the kernel's time; – where the probe has no such size" + f". Measured on {'; '.join(envs)}.")
     return "\n".join(out)
 
 

@@ -83,12 +83,25 @@ def test_graph_table_reads_per_call_then_graph(monkeypatch):
     lines = [[c.strip() for c in line.strip().strip("|").split("|")]
              for line in results.graph_markdown((6, 7), secs=secs).splitlines() if line.startswith("| ")]
     head, body = lines[0], lines[1:]  # (the |---| line is not read)
-    assert head == ["kernel", "K × N", "M", "µs", "% copy bw", "vs cuBLAS FP16", "vs dequantize + cuBLAS", "vs tinygemm",
-                    "vs Marlin"]
+    assert head == ["kernel", "K × N", "M", "µs", "% copy bw", "% of a pure read", "vs cuBLAS FP16",
+                    "vs dequantize + cuBLAS", "vs tinygemm", "vs Marlin"]
     assert len(body) == 2  # the M = 64 row has no graph timing
-    assert body[0] == ["06 W8A16", "8192 × 8192", "1", "27.0 → 24.0", "83.3% → 93.8%", "2.00× → 2.08×", "–", "–", "–"]
-    assert body[1] == ["07 W4A16", "8192 × 8192", "1", "16.0 → 14.0", "66.7% → 76.2%", "3.00× → 3.50×", "–",
+    # "–" for a pure read: GPU "G" has no recorded read probe
+    assert body[0] == ["06 W8A16", "8192 × 8192", "1", "27.0 → 24.0", "83.3% → 93.8%", "–", "2.00× → 2.08×", "–", "–",
+                       "–"]
+    assert body[1] == ["07 W4A16", "8192 × 8192", "1", "16.0 → 14.0", "66.7% → 76.2%", "–", "3.00× → 3.50×", "–",
                        "1.50× → 1.50×", "–"]
+
+
+def test_pure_read_is_the_probes_fastest_plain_read_of_the_same_bytes():
+    """The floor graph_markdown divides by: lesson 12's probe on the section's GPU, no PDL, no cuBLAS, the same bytes."""
+    sec = results.load(7, "table", prefer_local=False)
+    row = next(r for r in results.rows_of(sec) if r.route == "w4a16.gemv_tiles" and r.shape == (1, 8192, 8192))
+    probe = [r for r in results.load(12, "stream", prefer_local=False)["rows"] if r["size"] == "INT4 8192x8192"]
+    plain = [r for r in probe if not r["variant"].startswith("cuBLAS") and "PDL" not in r["variant"]]
+    assert results.pure_read(row.bytes, sec) == (min(r["per_call_us"] for r in plain), min(r["graph_us"] for r in plain))
+    assert results.pure_read(row.bytes * 1.1, sec) is None  # no probe size within 1.5%
+    assert results.pure_read(row.bytes, dict(sec, env=dict(sec["env"], gpu="No such GPU"))) is None
 
 
 def test_row_round_trip_keeps_every_key_and_number():
