@@ -217,8 +217,7 @@ static void launch(Kernel kernel, const uint8_t* packed, const float* absmax, co
     if (K % BLOCK || !aligned16(packed) || !aligned16(W)) return;
     static const int sms = sm_count();
     const size_t words = (size_t)N * K / 8;
-    const size_t want = (words + 4 * THREADS - 1) / (4 * THREADS), cap = (size_t)sms * 8;  // at most 8 blocks per SM, each looping over
-    // its share; the banked kernel's 32 KB table leaves room for fewer at once, so its last blocks wait for a slot
+    const size_t want = (words + 4 * THREADS - 1) / (4 * THREADS), cap = (size_t)sms * 8;  // ≤ 8 blocks/SM; the banked table fits fewer
     if (words)
         kernel<<<(int)(want < cap ? want : cap), THREADS, 0, stream>>>(reinterpret_cast<const uint32_t*>(packed), absmax,
                                                                        cb, reinterpret_cast<uint4*>(W), words);
