@@ -737,10 +737,11 @@ KERNEL_KINDS = (("decode_attention", "attention"), ("add_rmsnorm", "add + RMSNor
                 ("unrolled_elementwise", "embedding, argmax, position"))
 
 
-def kernel_breakdown(model: DecodeModel, batch: int, ctx: int, steps: int = 4) -> dict:
+def kernel_breakdown(model: DecodeModel, batch: int, ctx: int, steps: int = 4, counts: dict | None = None) -> dict:
     """GPU time per step by kind of kernel (the linear layers, attention, add + RMSNorm, SiLU · up, the rest), in µs,
     from the PyTorch profiler over `steps` replays of the step's CUDA graph: kernel durations only, no gaps. Captured
-    without PDL: a kernel launched early would count the time it waits for the one before it."""
+    without PDL: a kernel launched early would count the time it waits for the one before it. counts: a dict that
+    receives the kernels per step of each kind."""
     model.cache.normal_()
     with model.without_pdl():
         g = DecodeGraph(model, batch)
@@ -748,15 +749,18 @@ def kernel_breakdown(model: DecodeModel, batch: int, ctx: int, steps: int = 4) -
     g.pos.fill_(ctx)
     g.replay()
     torch.cuda.synchronize()
-    with warnings.catch_warnings(), profile(activities=[ProfilerActivity.CUDA]) as prof:
-        # torch warns that each profiling cycle drops the last one's events: one cycle here, nothing to drop
+    with warnings.catch_warnings():
+        # torch warns (on leaving the profiler or reading it) that each profiling cycle drops the last one's events:
+        # one cycle here, nothing to drop
         warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
-        g.pos.fill_(ctx)
-        for _ in range(steps):
-            g.replay()
-        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            g.pos.fill_(ctx)
+            for _ in range(steps):
+                g.replay()
+            torch.cuda.synchronize()
+        events = prof.key_averages()
     out: dict[str, float] = {}
-    for e in prof.key_averages():
+    for e in events:
         t = getattr(e, "device_time_total", None)
         t = e.cuda_time_total if t is None else t
         if not t or "memcpy" in e.key.lower():
@@ -764,6 +768,8 @@ def kernel_breakdown(model: DecodeModel, batch: int, ctx: int, steps: int = 4) -
         name = e.key.lower()
         kind = next((k for pat, k in KERNEL_KINDS if pat in name), "linear layers")
         out[kind] = out.get(kind, 0.0) + t / steps
+        if counts is not None:
+            counts[kind] = counts.get(kind, 0) + e.count / steps
     return out
 
 

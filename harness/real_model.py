@@ -50,6 +50,7 @@ import functools
 import importlib.util
 import math
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -575,3 +576,72 @@ def gpu_model(fmt: str, cfg: Config, weights: dict, max_seq: int = 512, max_batc
                                solution=solution)
     model.rope = gpu_rope_table(max_seq, cfg, device)
     return model
+
+
+# ----------------------------------------------------------------------------------------------
+# Every format on one prompt and one text
+
+PROMPT = "What is the capital of France? Answer in one sentence."
+
+
+def own_weight_bytes(fmt: str, cfg: Config) -> float:
+    """What format fmt stores for this model at its own shape (hidden 576, no padding): its linear layers (the LM head
+    among them) at the format's bits per weight, scales included, plus the FP16 norms and the FP16 embedding table
+    (FP16's LM head is that table: stored once)."""
+    rest = ((0 if fmt == "fp16" else cfg.vocab * cfg.hidden) + (2 * cfg.n_layers + 1) * cfg.hidden) * 2
+    return cfg.linear_params() * GPU_FORMATS[fmt].bits / 8 + rest
+
+
+def common_prefix(a, b) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def run(formats=FORMAT_NAMES, prompt: str = PROMPT, n_tokens: int = 40, ppl_tokens: int = 256, device=None,
+        ctx: int = 128, steps: int = 64, solution: bool | None = True, log=print) -> list[dict]:
+    """Each format's greedy answer to `prompt` (chat template applied; stops at <|im_end|>), its perplexity on the
+    first `ppl_tokens` tokens of the text, and its decode speed at batch 1. On a GPU (device "cuda"): the course's
+    kernels in the GPU layout (FP16: cuBLAS), the answer generated step by step, the perplexity from the step
+    teacher-forced in a CUDA graph, the speed from decode.measure at `ctx` cached positions (the step in a CUDA
+    graph, and launched from Python) and decode.kernel_breakdown (the step's kernels' own GPU time and count). On
+    the CPU: each format's reference (its dequantized weights, PyTorch's ops), the speed that of generating the
+    answer. solution: the GPU model's kernels from solutions/ (True) or your kernels/ files (False)."""
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    m = read()
+    cfg, w = m.config, fp16_weights(device=device)
+    prompt_ids = encode(chat_prompt(prompt))
+    text = text_tokens(ppl_tokens).to(device)
+    rows = []
+    for fmt in formats:
+        t0 = time.time()
+        r = {"format": fmt, "label": GPU_FORMATS[fmt].label if device == "cuda" else f"{fmt} (CPU reference)",
+             "device": device, "bits": GPU_FORMATS[fmt].bits, "weight_mb": own_weight_bytes(fmt, cfg) / 1e6,
+             "prompt_tokens": len(prompt_ids), "ppl_tokens": ppl_tokens}
+        if device == "cuda":
+            model = gpu_model(fmt, cfg, w, max_seq=max(len(prompt_ids) + n_tokens, ppl_tokens, ctx + steps) + 2,
+                              solution=solution)
+            out = generate(cfg, w, prompt_ids, n_tokens, eos=m.eos_id, model=model)
+            logits = decode.teacher_forced_logits(model, text[None], graph=True)[:, 0].float()
+            r.update({k: v for k, v in decode.measure(model, 1, ctx, steps).items()
+                      if k in ("pdl", "us_graph", "us_graph_nopdl", "us_eager", "us_gemm", "tok_s", "tok_s_eager",
+                               "step_bytes")})
+            counts: dict = {}
+            busy = decode.kernel_breakdown(model, 1, ctx, counts=counts)
+            r.update(gpu_weight_mb=model.weight_bytes() / 1e6, kernels_us=sum(busy.values()),
+                     kernels_per_step=sum(counts.values()), ctx=ctx)
+            del model
+        else:
+            ref = reference_weights(fmt, cfg, w)
+            t1 = time.time()
+            out = generate(cfg, ref, prompt_ids, n_tokens, fmt, eos=m.eos_id)
+            r["tok_s"] = (len(prompt_ids) + len(out)) / (time.time() - t1)  # one step per token, prompt included
+            r["threads"] = torch.get_num_threads()
+            logits = forward(cfg, ref, text[None], fmt)[0].float()
+        r["ppl"] = math.exp(torch.nn.functional.cross_entropy(logits[:-1], text[1:]).item())
+        r.update(answer_ids=out, answer=decode_ids(out, skip_special=True), seconds=time.time() - t0)
+        base = rows[0] if rows else r
+        r.update(ppl_vs_fp16=r["ppl"] / base["ppl"], same_tokens=common_prefix(out, base["answer_ids"]),
+                 base=base["format"])
+        rows.append(r)
+        if log:
+            log(f"  {fmt}: {r['seconds']:.1f} s")
+    return rows

@@ -645,6 +645,26 @@ def decode_accuracy_markdown(prefer_local: bool = False, sec: dict | None = None
     return "\n".join(out)
 
 
+def real_model_markdown(rows: list[dict], sec: dict | None = None) -> str:
+    """Lesson 11's real model (harness.real_model.run): per format its weight bytes, perplexity against the first
+    row's (FP16), speed at batch 1, and answer. sec: the recorded section the rows come from (its GPU and versions)."""
+    gpu = rows[0]["device"] == "cuda"
+    head = ("| format | weights, MB | perplexity | vs FP16 | tokens like FP16's | "
+            + ("tok/s (graph) | tok/s (eager) | " if gpu else "tok/s | ") + "answer |")
+    out = [head, "|---|---:|---:|---:|---:|" + ("---:|---:|" if gpu else "---:|") + "---|"]
+    for r in rows:
+        n = len(r["answer_ids"])
+        speed = f"{r['tok_s']:.0f} | {r['tok_s_eager']:.0f}" if gpu else f"{r['tok_s']:.1f}"
+        ans = r["answer"].replace("\n", " ").replace("|", "\\|")
+        out.append(f"| {r['label']} | {r['weight_mb']:.0f} | {r['ppl']:.2f} | {100 * (r['ppl_vs_fp16'] - 1):+.1f}% | "
+                   f"{r['same_tokens']} of {n} | {speed} | {ans} |")
+    r = rows[0]
+    out.append(f"\nPerplexity on the first {r['ppl_tokens']} tokens of the text; answers greedy, "
+               f"{r['prompt_tokens']} prompt tokens. " + (f"Measured on {env_line(sec)}." if sec else "")
+               + ("" if gpu else f"On the CPU, {r['threads']} threads."))
+    return "\n".join(out)
+
+
 # ----------------------------------------------------------------------------------------------
 # The lessons' headline results: one line per lesson
 

@@ -281,6 +281,18 @@ QUOTES = {
         (r"That\s+is (\d+)% of an FP16 step", lambda: f"{100 * rest_us('fp16') / decode_row('fp16')['us_graph']:.0f}"),
         (r"but (\d+)% of a W4A16 step", lambda: f"{100 * rest_us('w4a16') / decode_row('w4a16')['us_graph']:.0f}"),
         (r"fit\s+in the H200's (\d+) MB L2", lambda: f"{ceilings()['env']['l2_mib']:.0f}"),  # going further
+        # section 8: the real model
+        (r"W8A16 costs ([\d.]+)% of perplexity", lambda: f"{100 * (real_row('w8a16')['ppl_vs_fp16'] - 1):.1f}"),
+        (r"4-bit formats (\d+)% \(NF4\)", lambda: f"{100 * (real_row('nf4')['ppl_vs_fp16'] - 1):.0f}"),
+        (r"to (\d+)% \(W4A16\)", lambda: f"{100 * (real_row('w4a16')['ppl_vs_fp16'] - 1):.0f}"),
+        (r"W4A16's step takes (\d+) µs", lambda: f"{real_row('w4a16')['us_graph']:.0f}"),
+        (r"against a\s+(\d+) µs floor",
+         lambda: f"{real_row('w4a16')['step_bytes'] / (section_bw('11', 'real_model') * 1e3):.0f}"),
+        (r"floor: (\d+) kernels", lambda: f"{real_row('w4a16')['kernels_per_step']:.0f}"),
+        (r"kernels of about (\d+) µs",
+         lambda: f"{(real_row('w4a16')['us_graph_nopdl']) / real_row('w4a16')['kernels_per_step']:.0f}"),
+        (r"each moving about ([\d.]+) µs of bytes", lambda: f"{real_row('w4a16')['step_bytes'] / (section_bw('11', 'real_model') * 1e3) / real_row('w4a16')['kernels_per_step']:.1f}"),
+        (r"The graph buys (\d+)× over eager", lambda: f"{real_row('w4a16')['us_eager'] / real_row('w4a16')['us_graph']:.0f}"),
     ],
     "12": [  # "going further": the fast kernel in the recorded table, 8192 × 8192
         (r"M = 128 on 8192 × 8192 it takes ([\d.]+) µs", lambda: f"{wgmma_row('w4a16_wgmma', 128)['us']:.1f}"),
@@ -368,6 +380,13 @@ def ncu12(metric: str) -> float:
     hits = [r for r in found if r["Kernel Name"].startswith("void w4a16_kernel<2, 128,")]
     assert len(hits) == 1, "results/H200/ncu/12_kernels.csv: no single profile of lesson 10's M = 128 kernel"
     return float(hits[0][metric].replace(",", ""))
+
+
+def real_row(fmt: str) -> dict:
+    """Lesson 11's recorded real-model row of one format (harness.real_model.run on the GPU)."""
+    hits = [r for r in rows("11", "real_model") if r["format"] == fmt]
+    assert len(hits) == 1, f"results/11.json: no single real_model row for {fmt}"
+    return hits[0]
 
 
 def decode_row(fmt: str, batch: int = 1) -> dict:

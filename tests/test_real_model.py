@@ -6,6 +6,7 @@ measured bound, the file's own q/k row order wrecks it, and each format's perple
 bracket of FP16's. On a GPU: each format through the course's kernels generates the same greedy tokens as its CPU
 reference, with logits within tolerance."""
 import math
+import os
 
 import pytest
 import torch
@@ -40,7 +41,7 @@ def fp16_ppl(model, ppl_tokens):
 
 def test_the_file_is_found_and_read():
     p = rm.model_path()
-    assert p.name == rm.FILE and p.stat().st_size > 90e6
+    assert p.stat().st_size > 90e6 and (p.name == rm.FILE or os.environ.get("COURSE_REAL_MODEL"))
     m = rm.read()
     assert m.config == rm.SmolConfig(hidden=576, intermediate=1536, n_heads=9, n_kv_heads=3, head_dim=64, n_layers=30,
                                      vocab=49152, rope_theta=100000.0, eps=1e-5)
@@ -127,6 +128,31 @@ def test_reference_dequantize_equals_the_course_quantizers(model):
             assert torch.equal(rm.quant_dequant(fmt, Wp), rm.quant_dequant_exact(fmt, Wp)), (fmt, k)
 
 
+def test_w4a8_reference_is_sensitive_to_rounding(model):
+    """Why W4A8's kernels are held to a looser check below: per-token INT8 activations on this model turn rounding
+    differences into different codes. The MLP's down projection sees tokens whose largest input channel is
+    thousands of times its median (measured up to 25,000×), so most of such a token's codes are 0 or ±1 and a last-bit
+    difference moves a code by a whole step. The same W4A8 reference in float32 and in float64 differs in its logits
+    (measured 0.064 relative, the top-1 token the same at 69% of 96 positions), W4A16's by 6·10⁻⁷."""
+    cfg, w = model
+    seq = rm.text_tokens(96)[None]
+    ratios = []
+
+    def watch(x):
+        xf = x.reshape(-1, x.shape[-1]).double().abs()
+        ratios.append(float((xf.amax(-1) / xf.median(-1).values.clamp_min(1e-12)).max()))
+        return x
+
+    decode.reference_forward(cfg, w, seq[:, :64], compute=torch.float32, act=watch)
+    assert max(ratios) > 1000, max(ratios)
+    err = {}
+    for fmt in ("w4a8", "w4a16"):
+        ref = rm.reference_weights(fmt, cfg, w)
+        a, b = (rm.forward(cfg, ref, seq, fmt, compute=c).permute(1, 0, 2) for c in (torch.float32, torch.float64))
+        err[fmt] = decode.compare_logits(a, b)
+    assert err["w4a8"]["rel_err"] > 0.01 and err["w4a16"]["rel_err"] < 1e-5, err
+
+
 @pytest.mark.parametrize("fmt", list(PPL_RATIO))
 def test_format_perplexity_within_its_margin(model, ppl_tokens, fp16_ppl, fmt):
     cfg, w = model
@@ -138,7 +164,7 @@ def test_format_perplexity_within_its_margin(model, ppl_tokens, fp16_ppl, fmt):
 # ----------------------------------------------------------------------------------------------
 # GPU: the course's kernels against each format's CPU reference
 
-GREEDY_TOKENS = 16  # to be measured on the H200: the first tokens every format's kernels must match exactly
+GREEDY_TOKENS = 16  # the answer's first tokens every format's kernels (but W4A8's) must match, near ties aside
 
 
 @pytest.fixture(scope="module")
@@ -152,16 +178,62 @@ def cuda_model_weights():
 def test_kernels_generate_like_the_cpu_reference(cuda_model_weights, fmt):
     """Greedy tokens from the chat prompt: the format's model on the course's kernels (a CUDA graph, as the lesson
     runs it) against the format's CPU reference (its dequantized weights, PyTorch's ops, computed on the GPU in
-    float32); teacher-forced logits along the reference's tokens within the kernels' tolerance."""
+    float32); teacher-forced logits along the reference's tokens within the kernels' tolerance. The kernels' argmax
+    may differ from the reference's only where the reference's two best logits are closer than the kernels' error
+    there (a near tie), and never in the first GREEDY_TOKENS tokens unless so."""
     cfg, w = cuda_model_weights
     prompt = rm.encode(rm.chat_prompt(PROMPT))
     ref_w = rm.reference_weights(fmt, cfg, w)
     ref_tokens = rm.generate(cfg, ref_w, prompt, GREEDY_TOKENS, fmt)
     seq = torch.tensor([prompt + ref_tokens], device="cuda")
     ref_logits = rm.forward(cfg, ref_w, seq, fmt).permute(1, 0, 2)  # [T, 1, V] in float32
-    model = rm.gpu_model(fmt, cfg, w, max_seq=seq.shape[1] + 8, solution=True)
+    model = rm.gpu_model(fmt, cfg, w, max_seq=max(seq.shape[1] + 8, PPL_TOKENS + 2), solution=True)
     got = decode.teacher_forced_logits(model, seq, graph=True)
     err = decode.compare_logits(got, ref_logits)
+    if fmt == "w4a8":  # its reference is itself this far from itself in float64 (test above): compare the outcome
+        assert err["rel_err"] < 0.3, err  # measured 0.14 on the H200
+        text = rm.text_tokens(PPL_TOKENS).to("cuda")
+        ppl_ref = rm.perplexity(cfg, ref_w, text, fmt)
+        logits = decode.teacher_forced_logits(model, text[None], graph=True)[:, 0].float()
+        ppl = math.exp(torch.nn.functional.cross_entropy(logits[:-1], text[1:]).item())
+        assert 0.8 < ppl / ppl_ref < 1.25, (ppl, ppl_ref)  # measured 26.7 (kernels) against 28.8 (CPU reference)
+        return
     assert err["rel_err"] < 1e-2, err
     n = len(prompt)
-    assert got[n - 1:-1, 0].argmax(-1).tolist() == ref_tokens, (fmt, got[n - 1:-1, 0].argmax(-1).tolist(), ref_tokens)
+    g, r = got[n - 1:-1, 0].float(), ref_logits[n - 1:-1, 0].float()
+    for i, (tok, gi, ri) in enumerate(zip(ref_tokens, g, r)):
+        if int(gi.argmax()) != tok:
+            top2 = ri.topk(2).values
+            margin, gap = float(top2[0] - top2[1]), float((gi - ri).abs().max())
+            assert margin < 2 * gap, (fmt, i, int(gi.argmax()), tok, margin, gap)
+
+
+@pytest.mark.gpu
+def test_real_model_run_on_the_gpu():
+    """harness.real_model.run on the kernels: every format answers, perplexities within their brackets of FP16's,
+    and the step's speed fields are there and positive."""
+    rows = rm.run(n_tokens=8, ppl_tokens=PPL_TOKENS, steps=16, log=None)
+    assert [r["format"] for r in rows] == list(rm.FORMAT_NAMES)
+    base = rows[0]
+    assert base["ppl"] < FP16_PPL_MAX and base["same_tokens"] == len(base["answer_ids"])
+    for r in rows[1:]:
+        lo, hi = PPL_RATIO[r["format"]]
+        assert lo < r["ppl_vs_fp16"] < hi, r
+    for r in rows:
+        assert r["tok_s"] > 0 and r["us_eager"] > 0 and r["kernels_per_step"] >= 8 * 30 and r["kernels_us"] > 0, r
+
+
+def test_weight_bytes_and_the_table():
+    cfg = rm.read().config
+    norms = (2 * cfg.n_layers + 1) * cfg.hidden * 2
+    assert rm.own_weight_bytes("fp16", cfg) == cfg.linear_params() * 2 + norms  # the LM head is the embedding
+    assert rm.own_weight_bytes("w4a16", cfg) == cfg.linear_params() * (4 + 16 / 128) / 8 + cfg.vocab * cfg.hidden * 2 \
+        + norms
+    assert rm.common_prefix([1, 2, 3], [1, 2, 4]) == 2 and rm.common_prefix([1, 2], [1, 2, 3]) == 2
+    from harness import results
+    row = {"format": "fp16", "label": "fp16 (CPU reference)", "device": "cpu", "weight_mb": 269.0, "ppl": 13.8,
+           "ppl_vs_fp16": 1.0, "answer_ids": [5, 6], "answer": "Paris | here", "same_tokens": 2, "tok_s": 16.7,
+           "prompt_tokens": 42, "ppl_tokens": 256, "threads": 2}
+    md = results.real_model_markdown([row])
+    assert "| fp16 (CPU reference) | 269 | 13.80 | +0.0% | 2 of 2 | 16.7 | Paris \\| here |" in md, md
+    assert md.endswith("On the CPU, 2 threads."), md

@@ -179,10 +179,10 @@ DEQUANT_KERNEL(dequant_banked_kernel) {
 // BEGIN EXERCISE 08.b: the fused GEMV's lookup
 __device__ __forceinline__ float row_dot(const uint32_t* row, const float* scale, const uint4* x8, int words,
                                          const uint32_t* table) {
-    // TODO: lane l's partial sum of one output. Its words are row[l], row[l + 32], ...; word w holds the 8
-    // weights at k = 8w ... 8w + 7 (byte b: weights 2b and 2b + 1), x8[w] the 8 halves of x there (two per
-    // 32-bit word, in order), and scale[w / 8] its absmax. Look each byte's pair up with banked_lookup, add
-    // the products in FP32, scale once per word. Roughly 15 lines.
+    // TODO: lane l's partial sum of one output. Word w of the row holds the 8 weights at k = 8w ... 8w + 7
+    // (byte b: weights 2b and 2b + 1), x8[w] the 8 halves of x there (two per 32-bit word, in order), and
+    // scale[w / 8] the absmax of its block; banked_lookup decodes a byte from `table`. Which words are lane
+    // l's, and how few multiplies by the scale does it need? Roughly 15 lines.
     (void)row; (void)scale; (void)x8; (void)words; (void)table;
     return 0.f;
 }

@@ -7,8 +7,12 @@ ops_rows times the three small kernels, teaching file against the step's fast fi
 
     python lessons/11_decode_capstone/bench_11.py [--layers 32] [--batch 1 4 16] [--ctx 512]
                                                   [--formats fp16 ... marlin nf4_bnb] [--exercises] [--record]
+    python lessons/11_decode_capstone/bench_11.py --real-model [--exercises] [--record]
 
-With --record the rows go to build/results/11.json ("decode", "accuracy", "ops"; results/11.json with
+--real-model runs SmolLM2-135M in every format instead (real_model: harness.real_model.run), on the GPU if there is
+one, else each format's CPU reference.
+
+With --record the rows go to build/results/11.json ("decode", "accuracy", "ops", "real_model"; results/11.json with
 COURSE_RECORD=1).
 """
 import argparse
@@ -19,7 +23,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, run as a script
-from harness import catalog, decode, diagrams, results  # noqa: E402
+from harness import catalog, decode, diagrams, real_model as rm, results, roofline  # noqa: E402
 from harness.baselines import bnb, marlin  # noqa: E402
 
 # The kinds of kernel a step's time is split into (decode.kernel_breakdown), bottom of the bar first.
@@ -139,6 +143,50 @@ def speed_chart(rows, batches=(1, 4, 16)):
     return fig
 
 
+def real_model(device=None, *, record: bool = False, **kw) -> list[dict]:
+    """SmolLM2-135M-Instruct in every format (harness.real_model.run; on a GPU the course's kernels, on the CPU each
+    format's reference); returns its rows (results.real_model_markdown renders them, step_time_lines says where a
+    GPU step's time goes). A GPU run is recorded as "real_model" with record=True."""
+    rows = rm.run(device=device, **kw)
+    if record and rows[0]["device"] == "cuda":
+        results.record(11, "real_model", rows, prompt=kw.get("prompt", rm.PROMPT), text=rm.TEXT_TOPIC)
+    return rows
+
+
+def step_time_lines(rows) -> str:
+    """Per format: the step's time at batch 1 against its bytes' floor at this GPU's read bandwidth, what its kernels
+    took on their own, and how many it launches."""
+    copy = roofline.bandwidth(roofline.ceilings())[0]
+    out = [f"{'format':<20}{'floor µs':>9}{'graph µs':>10}{'no PDL':>8}{'eager':>8}{'in kernels':>12}{'kernels':>9}"
+           f"{'µs / kernel':>13}"]
+    for r in rows:
+        nopdl = r["us_graph_nopdl"] or r["us_graph"]
+        out.append(f"{r['label']:<20}{r['step_bytes'] / (copy * 1e3):>9.1f}{r['us_graph']:>10.1f}{nopdl:>8.1f}"
+                   f"{r['us_eager']:>8.1f}{r['kernels_us']:>12.1f}{r['kernels_per_step']:>9.0f}"
+                   f"{nopdl / r['kernels_per_step']:>13.2f}")
+    return "\n".join(out)
+
+
+def real_model_chart(rows):
+    """Quality against size: each format's perplexity on the text (lower is better) against the bytes it stores
+    for the model, FP16 marked."""
+    fig, ax = diagrams.figure(7, 3.6)
+    ax.set_axis_on()
+    ax.set_aspect("auto")
+    for r in rows:
+        ax.scatter(r["weight_mb"], r["ppl"], s=36, color="#4C72B0" if r["format"] != "fp16" else "#BBBBBB", zorder=3)
+        ax.annotate(r["label"].split(" (")[0], (r["weight_mb"], r["ppl"]), textcoords="offset points",
+                    xytext=(6, -12) if r["format"] == "nf4dq" else (6, 4), fontsize=8)  # NF4's twin sits on it
+    ax.set_xlabel("weights stored, MB (linear layers in the format; embedding and norms FP16)", fontsize=8)
+    ax.set_ylabel("perplexity on the text (lower is better)", fontsize=8)
+    ax.set_xlim(0, 1.15 * max(r["weight_mb"] for r in rows))
+    ax.set_ylim(0, 1.2 * max(r["ppl"] for r in rows))
+    ax.grid(alpha=0.3)
+    ax.tick_params(labelsize=8)
+    ax.set_title("SmolLM2-135M: quality against weight bytes, per format", fontsize=10)
+    return fig
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", type=int, default=None, help="default: Llama-3-8B's 32, fewer if memory is short")
@@ -150,7 +198,14 @@ def main(argv=None):
     ap.add_argument("--exercises", action="store_true", help="lesson 11's ops from your kernels/ files")
     ap.add_argument("--no-accuracy", action="store_true")
     ap.add_argument("--record", action="store_true")
+    ap.add_argument("--real-model", action="store_true", help="SmolLM2-135M in every format (harness.real_model)")
     a = ap.parse_args(argv)
+    if a.real_model:
+        rows = real_model(record=a.record, solution=not a.exercises)
+        print(results.real_model_markdown(rows))
+        if rows[0]["device"] == "cuda":
+            print("\n" + step_time_lines(rows))
+        return
     cfg = (decode.replace(decode.LLAMA3_8B, n_layers=a.layers) if a.layers else
            decode.fit_layers(decode.LLAMA3_8B, torch.cuda.mem_get_info()[0], ("w8a16",)))
     rows, _ = run(cfg, a.formats, a.batch, a.ctx, a.steps, not a.no_accuracy, solution=not a.exercises,
