@@ -42,7 +42,9 @@ def main() -> int:
                    extra_arguments=["--IPKernelApp.log_level=ERROR"]).execute()  # raises on a cell's error
     for i, c in zip(chosen[1:], sub.cells[1:]):
         nb.cells[i].outputs = c.outputs
-        nb.cells[i].execution_count = None
+    # numbered as one run from the top (nbval refuses a cell with outputs and no execution count)
+    for n, c in enumerate((c for c in nb.cells if c.cell_type == "code"), 1):
+        c.execution_count = n
     nbformat.write(nb, path)
     print(f"{path}: recorded {len(chosen) - 1} cells ({', '.join(str(i) for i in chosen[1:])})")
     return 0

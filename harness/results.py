@@ -660,7 +660,9 @@ def real_model_markdown(rows: list[dict], sec: dict | None = None) -> str:
                    f"{r['same_tokens']} of {n} | {speed} | {ans} |")
     r = rows[0]
     out.append(f"\nPerplexity on the first {r['ppl_tokens']} tokens of the text; answers greedy, "
-               f"{r['prompt_tokens']} prompt tokens. " + (f"Measured on {env_line(sec)}." if sec else "")
+               f"{r['prompt_tokens']} prompt tokens. Weights: what the format stores for the model at its own shape, "
+               "the FP16 embedding table included. Tokens like FP16's: how many of the answer's first tokens "
+               "(<|im_end|> counted) are FP16's. " + (f"Measured on {env_line(sec)}." if sec else "")
                + ("" if gpu else f"On the CPU, {r['threads']} threads."))
     return "\n".join(out)
 
