@@ -156,16 +156,16 @@ def real_model(device=None, *, record: bool = False, **kw) -> list[dict]:
 def step_time_lines(rows, sec: dict | None = None) -> str:
     """Per format: the step's time at batch 1 against its bytes' floor at the read bandwidth (of the recorded section
     sec's GPU, else this GPU's), what its kernels took on their own, and how many it launches."""
-    copy = results.floor_GBps(sec) if sec else roofline.bandwidth(roofline.ceilings())[0]
+    bw = results.floor_GBps(sec) if sec else roofline.bandwidth(roofline.ceilings())[0]
     out = [f"{'format':<20}{'floor µs':>9}{'graph µs':>10}{'no PDL':>8}{'eager':>8}{'in kernels':>12}{'kernels':>9}"
            f"{'µs / kernel':>13}"]
     for r in rows:
         nopdl = r["us_graph_nopdl"] or r["us_graph"]
-        out.append(f"{r['label']:<20}{r['step_bytes'] / (copy * 1e3):>9.1f}{r['us_graph']:>10.1f}{nopdl:>8.1f}"
+        out.append(f"{r['label']:<20}{r['step_bytes'] / (bw * 1e3):>9.1f}{r['us_graph']:>10.1f}{nopdl:>8.1f}"
                    f"{r['us_eager']:>8.1f}{r['kernels_us']:>12.1f}{r['kernels_per_step']:>9.0f}"
                    f"{nopdl / r['kernels_per_step']:>13.2f}")
     out.append(f"Batch 1, {rows[0]['ctx']} cached positions. floor: the step's bytes as the GPU runs it (padded weights, "
-               "KV cache) at this GPU's read bandwidth. graph: the step in a CUDA graph, with PDL; no PDL: without; "
+               "KV cache) at the read bandwidth of the GPU it ran on. graph: the step in a CUDA graph, with PDL; no PDL: without; "
                "eager: launched from Python; in kernels: the kernels' own GPU time (without PDL).")
     return "\n".join(out)
 
